@@ -1,0 +1,103 @@
+"""Normalization and RFC 8785 canonical JSON (SPEC §3, §9.1).
+
+Every value that is validated, compared, digested or stored goes through `normalize` first:
+NFC strings and keys, no `null`, no unpaired surrogates, no duplicate keys after NFC, finite
+numbers only, integers within the IEEE-754 safe range. Integral floats (`10.0`, `1e1`) become
+ints because the reference engine treats them as the same number.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import rfc8785
+
+SAFE_INTEGER_MAX = 2**53 - 1
+
+JsonValue = Any  # a normalized JSON tree: dict[str, JsonValue] | list | str | int | float | bool
+
+
+class NonCanonicalValue(ValueError):  # noqa: N818 - reads as a sentence at the raise sites
+    """A value cannot be represented canonically; maps to INVALID_SCHEMA at the boundary."""
+
+
+def nfc(text: str) -> str:
+    """NFC-normalize `text`, refusing unpaired surrogates.
+
+    Raises:
+        NonCanonicalValue: the string holds an unpaired surrogate.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise NonCanonicalValue("unpaired surrogate") from exc
+    return unicodedata.normalize("NFC", text)
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def normalize(value: object) -> JsonValue:
+    """Return the normalized JSON tree of `value` (see module docstring).
+
+    Raises:
+        NonCanonicalValue: null, unpaired surrogate, duplicate key after NFC, non-finite or
+            negative-zero number, unsafe integer, or a non-JSON type.
+    """
+    if isinstance(value, str):
+        return nfc(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > SAFE_INTEGER_MAX:
+            raise NonCanonicalValue("unsafe integer")
+        return value
+    if isinstance(value, float):
+        return _normalize_float(value)
+    if isinstance(value, Mapping):
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NonCanonicalValue("non-string key")
+            nkey = nfc(key)
+            if nkey in out:
+                raise NonCanonicalValue("duplicate key after NFC")
+            out[nkey] = normalize(item)
+        return out
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        return [normalize(item) for item in value]
+    if value is None:
+        raise NonCanonicalValue("null")
+    raise NonCanonicalValue("not a JSON value")
+
+
+def _normalize_float(value: float) -> int | float:
+    if not math.isfinite(value):
+        raise NonCanonicalValue("non-finite number")
+    if value == 0.0 and math.copysign(1.0, value) < 0:
+        raise NonCanonicalValue("negative zero")
+    if value.is_integer():
+        if abs(value) > SAFE_INTEGER_MAX:
+            raise NonCanonicalValue("unsafe integer")
+        return int(value)
+    return value
+
+
+def canonical_json(value: JsonValue) -> bytes:
+    """RFC 8785 (JCS) bytes of an already normalized value.
+
+    Raises:
+        NonCanonicalValue: the value holds something JCS cannot encode.
+    """
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise NonCanonicalValue("not canonicalizable") from exc
+
+
+def canonical_text(value: JsonValue) -> str:
+    return canonical_json(value).decode("utf-8")
