@@ -20,7 +20,7 @@ SAFE_INTEGER_MAX = 2**53 - 1
 JsonValue = Any  # a normalized JSON tree: dict[str, JsonValue] | list | str | int | float | bool
 
 
-class NonCanonicalValue(ValueError):  # noqa: N818 - reads as a sentence at the raise sites
+class NonCanonicalValue(ValueError):
     """A value cannot be represented canonically; maps to INVALID_SCHEMA at the boundary."""
 
 

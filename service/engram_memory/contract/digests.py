@@ -77,9 +77,7 @@ def guard_digest(payload: Mapping[str, JsonValue]) -> str:
 
 def record_digest(record_without_ids: Mapping[str, JsonValue]) -> str:
     """Digest of the record minus `record_id` and `record_digest` (SPEC §9.2)."""
-    body = {
-        k: v for k, v in record_without_ids.items() if k not in ("record_id", "record_digest")
-    }
+    body = {k: v for k, v in record_without_ids.items() if k not in ("record_id", "record_digest")}
     return domain_digest(kind_domain("record", 2), body)
 
 
@@ -100,3 +98,9 @@ def candidate_id_for(source_ref: str, idempotency_key: str) -> str:
 
 def sha256_hex(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def operation_digest(tool: str, arguments: Mapping[str, JsonValue]) -> str:
+    """SPEC §6: `D("tool-operation", {tool, arguments})` over the normalized arguments as
+    received (no defaults). Hosts compute it too, to bind a confirmation to exactly one call."""
+    return digest("tool-operation", {"tool": tool, "arguments": dict(arguments)})

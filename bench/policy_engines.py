@@ -1,0 +1,111 @@
+"""Per-decision latency of both policy engines on the shipped bundle (p50/p99).
+
+Usage: .venv/bin/python bench/policy_engines.py [N]   (default N=2000 per domain)
+
+For each domain, one representative input is evaluated N times sequentially after 100
+warm-up calls, through the engine alone (`engine.evaluate`) and through the decider
+(strict parsing + receipt). The OPA server is a real `opa run --server` on 127.0.0.1
+(needs the OPA binary), queried with provenance over keep-alive HTTP.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+
+from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, load_bundle_identity
+from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider, Subject
+from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.policy.engine import PolicyEngine
+from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
+
+NOW = 1_767_225_600_000
+ALICE = Subject("acme", "support", "user:alice", "agent:bench", "purpose:support-case", "host:b")
+CANDIDATE = AdmissionCandidate(
+    candidate_id="candidate_" + "0" * 64,
+    payload_digest="sha256:" + "a" * 64,
+    record_digest="sha256:" + "b" * 64,
+    evidence_ref="evidence:ticket/1",
+    evidence_digest="sha256:" + "c" * 64,
+    component_kinds=("decision",),
+    citation_count=2,
+    source_refs=("source:case",),
+    has_attestation=False,
+)
+
+
+def _calls(decider: PolicyDecider) -> dict[str, Callable[[], object]]:
+    return {
+        "discovery": lambda: decider.discovery(ALICE, True),
+        "authz": lambda: decider.authz(ALICE, "engram_memory_search"),
+        "confirmation": lambda: decider.confirmation(ALICE, "engram_memory_capture"),
+        "retention": lambda: decider.retention(ALICE, NOW, "make-ineligible", None),
+        "reconciliation": lambda: decider.reconciliation(ALICE, ["family:support-case-notes"]),
+        "admission": lambda: decider.admission(ALICE, CANDIDATE, NOW),
+    }
+
+
+def _percentiles(call: Callable[[], object], n: int) -> tuple[float, float]:
+    for _ in range(100):
+        call()
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    return samples[n // 2] * 1e6, samples[min(n - 1, int(n * 0.99))] * 1e6
+
+
+class _Recording:
+    """Wraps an engine to time `evaluate` alone inside decider calls."""
+
+    def __init__(self, engine: PolicyEngine) -> None:
+        self.inner = engine
+        self.engine_id = engine.engine_id
+        self.engine_version = engine.engine_version
+        self.last: tuple[str, dict[str, object]] | None = None
+
+    def evaluate(self, path: str, policy_input: dict[str, object]) -> object:
+        self.last = (path, dict(policy_input))
+        return self.inner.evaluate(path, policy_input)
+
+
+def bench(name: str, engine: PolicyEngine, n: int) -> None:
+    identity = load_bundle_identity(DEFAULT_BUNDLE_DIR)
+    decider = PolicyDecider(engine, identity, lambda: NOW)
+    recorder = _Recording(engine)
+    probe = PolicyDecider(recorder, identity, lambda: NOW)  # type: ignore[arg-type]
+    print(f"{name}, n={n}: p50 / p99 in microseconds")
+    for domain, call in _calls(decider).items():
+        _calls(probe)[domain]()
+        assert recorder.last is not None
+        path, policy_input = recorder.last
+        raw = _percentiles(partial(engine.evaluate, path, policy_input), n)
+        full = _percentiles(call, n)
+        print(
+            f"  {domain:15s} engine {raw[0]:7.0f} / {raw[1]:7.0f}"
+            f"   decider {full[0]:7.0f} / {full[1]:7.0f}"
+        )
+
+
+def main(argv: list[str]) -> int:
+    n = int(argv[0]) if argv else 2000
+    embedded = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR)
+    try:
+        bench("embedded wasm", embedded, n)
+    finally:
+        embedded.close()
+    with start_opa_server(DEFAULT_BUNDLE_DIR / "bundle.tar.gz") as url:
+        server = OpaServerEngine(url)
+        try:
+            bench("opa server", server, n)
+        finally:
+            server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+package engram.discovery_test
+
+import data.engram.discovery
+
+config := {"tenants": {
+	"acme": {
+		"memory_enabled": true,
+		"workspaces": {"support": {
+			"memory_enabled": true,
+			"roles": {"reader": ["engram_memory_search", "engram_memory_get"]},
+			"principals": {
+				"user:bob": [{"roles": ["reader"], "purposes": ["purpose:support-case"]}],
+				"user:nobody": [],
+			},
+		}},
+	},
+	"dormant": {"memory_enabled": false, "workspaces": {"support": {"memory_enabled": true}}},
+}}
+
+request := {
+	"tenant": "acme",
+	"workspace": "support",
+	"principal": "user:bob",
+	"agent_id": "agent:1",
+	"purpose_ref": "purpose:support-case",
+	"host_id": "host:1",
+	"host_memory_enabled": true,
+}
+
+test_granted_tools_are_visible_when_memory_is_enabled if {
+	discovery.decision == {
+		"visible_tools": ["engram_memory_get", "engram_memory_search"],
+		"reasons": ["memory_enabled", "tools_granted"],
+	} with input as request with data.engram.config as config
+}
+
+test_nothing_is_visible_when_the_host_disables_memory if {
+	d := discovery.decision with input as object.union(request, {"host_memory_enabled": false})
+		with data.engram.config as config
+	d == {"visible_tools": [], "reasons": ["host_memory_disabled"]}
+}
+
+test_nothing_is_visible_when_the_tenant_disables_memory if {
+	d := discovery.decision with input as object.union(request, {"tenant": "dormant"})
+		with data.engram.config as config
+	d == {"visible_tools": [], "reasons": ["tenant_memory_disabled"]}
+}
+
+test_nothing_is_visible_for_another_purpose if {
+	d := discovery.decision with input as object.union(request, {"purpose_ref": "purpose:other"})
+		with data.engram.config as config
+	d == {"visible_tools": [], "reasons": ["memory_enabled", "no_tools_granted"]}
+}
+
+test_nothing_is_visible_to_an_unknown_principal if {
+	d := discovery.decision with input as object.union(request, {"principal": "user:mallory"})
+		with data.engram.config as config
+	d.visible_tools == []
+}
+
+test_a_non_object_input_shows_nothing if {
+	d := discovery.decision with input as "nonsense" with data.engram.config as config
+	d == {"visible_tools": [], "reasons": ["host_memory_disabled", "tenant_not_configured"]}
+}
+
+test_a_missing_host_flag_shows_nothing if {
+	d := discovery.decision with input as object.remove(request, ["host_memory_enabled"])
+		with data.engram.config as config
+	d == {"visible_tools": [], "reasons": ["host_memory_disabled"]}
+}
+
+test_the_default_decision_shows_nothing_when_no_rule_decides if {
+	d := discovery.decision with input as object.remove(request, ["host_memory_enabled"])
+		with data.engram.config as config
+		with data.engram.discovery.off as set()
+	d == {"visible_tools": [], "reasons": ["default_deny"]}
+}

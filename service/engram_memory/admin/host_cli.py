@@ -1,0 +1,72 @@
+"""`engram-memory host init | mint`: operator set-up of a host's keys (never reachable over MCP)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from engram_memory.crypto.keys import RootKey
+from engram_memory.host.context import mint_invocation
+from engram_memory.host.keys import HostSigningKey
+
+ROOT_KEY_FILE = "root.key"
+SIGNING_KEY_FILE = "host-signing.pem"
+PUBLIC_KEYS_FILE = "host-keys.pem"
+
+
+def init_host_dir(directory: Path) -> tuple[Path, Path, Path]:
+    """Create (once) a root key, a host signing key and its public key in `directory`.
+
+    Returns (root key, signing key, public keys) paths; existing files are kept.
+    """
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    root, signing, public = (
+        directory / ROOT_KEY_FILE,
+        directory / SIGNING_KEY_FILE,
+        directory / PUBLIC_KEYS_FILE,
+    )
+    RootKey.load_or_create(root)
+    if not signing.exists():
+        HostSigningKey.generate().write_pem_files(signing, public)
+    return root, signing, public
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser("host", help="host key set-up and tokens")
+    host_sub = parser.add_subparsers(dest="host_command", required=True)
+    init = host_sub.add_parser("init", help="create root key + host signing key (0600)")
+    init.add_argument("--dir", default=".engram-secrets")
+    mint = host_sub.add_parser("mint", help="print an invocation context token (testing)")
+    mint.add_argument("--signing-key", required=True)
+    for name in ("tenant", "workspace", "principal", "purpose-ref"):
+        mint.add_argument(f"--{name}", required=True)
+    mint.add_argument("--agent-id", default="agent:cli")
+    mint.add_argument("--session", default="session:cli")
+    mint.add_argument("--host-id", default="host:cli")
+    mint.add_argument("--audit-id", default="audit:cli")
+    mint.add_argument("--lifetime", type=int, default=120)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.host_command == "init":
+        root, signing, public = init_host_dir(Path(args.dir))
+        print(f"ENGRAM_ROOT_KEY={root}\nENGRAM_HOST_KEYS={public}\n# host signing key: {signing}")
+        return 0
+    signer = HostSigningKey.from_pem_file(Path(args.signing_key))
+    token = mint_invocation(
+        signer,
+        host_id=args.host_id,
+        tenant=args.tenant,
+        workspace=args.workspace,
+        principal=args.principal,
+        agent_id=args.agent_id,
+        session=args.session,
+        purpose_ref=args.purpose_ref,
+        audit_id=args.audit_id,
+        lifetime_s=args.lifetime,
+    )
+    sys.stdout.write(token + "\n")
+    return 0

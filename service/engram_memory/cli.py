@@ -1,0 +1,124 @@
+"""`engram-memory serve | demo | policy | audit | host`.
+
+Configuration problems print one line naming the problem and exit 2, before anything is
+written. Nothing here prints secrets, keys or memory content.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from engram_memory.contract.errors import ConfigurationError, EngramError
+
+EXIT_CONFIG = 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from engram_memory.app import open_service
+    from engram_memory.config import load_config
+    from engram_memory.mcp_server import http_server, serve_stdio
+
+    config = load_config(
+        {
+            "data_dir": args.data_dir,
+            "host_keys": args.host_keys,
+            "root_key": args.root_key,
+            "policy": args.policy,
+            "bundle": args.bundle,
+            "memory_enabled": "true" if args.enable_memory else None,
+        }
+    )
+    with open_service(config) as service:
+        if args.transport == "stdio":
+            anyio.run(serve_stdio, service)
+        else:
+            server = http_server(service, args.host, args.port)
+            print(
+                f"engram-memory: streamable HTTP on http://{args.host}:{args.port}/mcp",
+                file=sys.stderr,
+            )
+            server.run()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from engram_memory.demo import run_demo
+
+    return run_demo(Path(args.workdir), transport=args.transport)
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from engram_memory.policy import cli as policy_cli
+
+    return policy_cli.run(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from engram_memory.admin.audit_cli import run
+
+    return run(args)
+
+
+def _host(args: argparse.Namespace) -> int:
+    from engram_memory.admin.host_cli import run
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio or streamable HTTP)")
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765)
+    serve.add_argument("--data-dir", help="ENGRAM_DATA_DIR (default ./.engram)")
+    serve.add_argument("--host-keys", help="ENGRAM_HOST_KEYS: trusted host public keys (PEM/JWKS)")
+    serve.add_argument("--root-key", help="ENGRAM_ROOT_KEY: root key file (mode 0600)")
+    serve.add_argument("--policy", help="ENGRAM_POLICY: 'embedded' or an OPA URL")
+    serve.add_argument("--bundle", help="ENGRAM_BUNDLE: policy bundle directory")
+    serve.add_argument("--enable-memory", action="store_true", help="ENGRAM_MEMORY_ENABLED=true")
+    serve.set_defaults(handler=_serve)
+
+    demo = sub.add_parser("demo", help="a narrated governed session through the real server")
+    demo.add_argument("--workdir", default=".engram-demo", help="where keys and the store go")
+    demo.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    demo.set_defaults(handler=_demo)
+
+    from engram_memory.admin.audit_cli import add_parser as add_audit
+    from engram_memory.admin.host_cli import add_parser as add_host
+    from engram_memory.policy.cli import add_parser as add_policy
+
+    add_policy(sub).set_defaults(handler=_policy)
+    add_audit(sub).set_defaults(handler=_audit)
+    add_host(sub).set_defaults(handler=_host)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except ConfigurationError as exc:
+        print(f"engram-memory: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except EngramError as exc:
+        # Our own exceptions carry constant, sanitized text only.
+        print(f"engram-memory: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Service configuration: environment variables, each with a matching `serve` flag.
+
+| variable | flag | default |
+|---|---|---|
+| ENGRAM_DATA_DIR | --data-dir | ./.engram |
+| ENGRAM_HOST_KEYS | --host-keys | (required) trusted host public keys, PEM or JWKS |
+| ENGRAM_ROOT_KEY | --root-key | (required) root key file, mode 0600 |
+| ENGRAM_POLICY | --policy | embedded; opa-spawn (a private OPA server); or an OPA URL |
+| ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
+| ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
+
+A bad value is reported as one line naming the problem; nothing is written before the
+configuration is known to be good.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from engram_memory.contract.errors import ConfigurationError
+
+EMBEDDED = "embedded"
+# Start a private `opa run --server` with the bundle on 127.0.0.1 (needs the OPA binary).
+OPA_SPAWN = "opa-spawn"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    data_dir: Path
+    host_keys: Path
+    root_key: Path
+    policy: str
+    bundle: Path | None
+    memory_enabled: bool
+
+    @property
+    def uses_opa_server(self) -> bool:
+        return self.policy != EMBEDDED
+
+
+def _flag_or_env(flags: Mapping[str, str | None], env: Mapping[str, str], name: str) -> str | None:
+    value = flags.get(name.lower().removeprefix("engram_"))
+    return value if value is not None else env.get(name)
+
+
+def _bool(text: str, name: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigurationError(f"{name} must be true or false, got {text!r}")
+
+
+def _existing_file(text: str | None, name: str) -> Path:
+    if not text:
+        raise ConfigurationError(f"{name} is not set (see README: Host integration)")
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ConfigurationError(f"{name} points to {path}, which is not a readable file")
+    return path
+
+
+def _policy(text: str | None) -> str:
+    if not text or text == EMBEDDED:
+        return EMBEDDED
+    if text == OPA_SPAWN:
+        return OPA_SPAWN
+    parsed = urlparse(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigurationError(
+            f"ENGRAM_POLICY must be 'embedded', 'opa-spawn' or an OPA URL, got {text!r}"
+        )
+    return text.rstrip("/")
+
+
+def load_config(
+    flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
+) -> ServiceConfig:
+    """Resolve flags over environment over defaults.
+
+    Raises:
+        ConfigurationError: the first unusable value, named.
+    """
+    flags = flags or {}
+    env = os.environ if env is None else env
+    bundle_text = _flag_or_env(flags, env, "ENGRAM_BUNDLE")
+    bundle = None
+    if bundle_text:
+        bundle = Path(bundle_text).expanduser()
+        if not bundle.is_dir():
+            raise ConfigurationError(f"ENGRAM_BUNDLE points to {bundle}, which is not a directory")
+    return ServiceConfig(
+        data_dir=Path(_flag_or_env(flags, env, "ENGRAM_DATA_DIR") or ".engram").expanduser(),
+        host_keys=_existing_file(_flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), "ENGRAM_HOST_KEYS"),
+        root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),
+        policy=_policy(_flag_or_env(flags, env, "ENGRAM_POLICY")),
+        bundle=bundle,
+        memory_enabled=_bool(
+            _flag_or_env(flags, env, "ENGRAM_MEMORY_ENABLED") or "false", "ENGRAM_MEMORY_ENABLED"
+        ),
+    )

@@ -1,0 +1,113 @@
+"""Host-issued human confirmations for destructive calls (SPEC §7).
+
+A confirmation travels in `_meta["engram-memory/confirmation"]` as a compact JWS (typ
+`engram-confirmation+jwt`) with these claims:
+
+| claim | meaning |
+|---|---|
+| cap | the tool name it approves |
+| target | `candidate_id` / `record_id` (for capture: the operation digest) |
+| op | the operation digest `D("tool-operation", {tool, arguments})` of exactly this call |
+| session, principal | must equal the invocation context's |
+| approver | the human who said yes (`human:<subject>`; anything else is not a human) |
+| iat, resolved_at, exp | seconds; `exp - iat` <= 300 (policy may shorten); execution |
+|  | must start within 30 s of `resolved_at` |
+| jti | single-use id, consumed atomically by the first call that passes the gate |
+
+Verification here is stateless; single use (`jti`) is enforced by the store in the call's
+transaction.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from engram_memory.host.keys import HostKeyring, HostSigningKey
+from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
+
+CONFIRMATION_META_KEY = "engram-memory/confirmation"
+CONFIRMATION_TYP = "engram-confirmation+jwt"
+EXECUTION_WINDOW_S = 30
+HUMAN_PREFIX = "human:"
+
+
+@dataclass(frozen=True)
+class ConfirmationBinding:
+    """What a confirmation must be bound to for this call."""
+
+    cap: str
+    target: str
+    op: str
+    session: str
+    principal: str
+
+
+@dataclass(frozen=True)
+class VerifiedConfirmation:
+    jti: str
+    approver: str
+    issued_at_s: int
+    expires_at_s: int
+
+
+def verify_confirmation(
+    token: object,
+    keyring: HostKeyring,
+    expected: ConfirmationBinding,
+    *,
+    max_ttl_s: int = 300,
+    now_s: float | None = None,
+) -> VerifiedConfirmation:
+    """Check signature, binding, human approver, TTL and the 30 s execution window.
+
+    Raises:
+        TokenInvalid: the confirmation does not release the gate (maps to `gate_failed`).
+    """
+    now = time.time() if now_s is None else now_s
+    claims = verify(token, keyring, CONFIRMATION_TYP, now)
+    for name in ("cap", "target", "op", "session", "principal"):
+        if require_str(claims, name) != getattr(expected, name):
+            raise TokenInvalid(f"bound to another {name}")
+    approver = require_str(claims, "approver")
+    if not approver.startswith(HUMAN_PREFIX) or len(approver) == len(HUMAN_PREFIX):
+        raise TokenInvalid("approver is not a human")
+    iat, exp = int(claims["iat"]), int(claims["exp"])
+    if exp - iat > max_ttl_s:
+        raise TokenInvalid("ttl longer than policy allows")
+    resolved = claims.get("resolved_at")
+    if not isinstance(resolved, int) or isinstance(resolved, bool):
+        raise TokenInvalid("resolved_at missing")
+    if resolved < iat or resolved > now + 5:
+        raise TokenInvalid("resolved_at outside the token's life")
+    if now > resolved + EXECUTION_WINDOW_S:
+        raise TokenInvalid("execution window passed")
+    return VerifiedConfirmation(require_str(claims, "jti", 128), approver, iat, exp)
+
+
+def mint_confirmation(
+    signer: HostSigningKey,
+    binding: ConfirmationBinding,
+    *,
+    approver: str,
+    lifetime_s: int = 120,
+    now_s: int | None = None,
+    resolved_at_s: int | None = None,
+    jti: str | None = None,
+) -> str:
+    """Mint a confirmation once a human said yes (reference host and tests)."""
+    iat = int(time.time()) if now_s is None else now_s
+    claims = {
+        "cap": binding.cap,
+        "target": binding.target,
+        "op": binding.op,
+        "session": binding.session,
+        "principal": binding.principal,
+        "approver": approver,
+        "iat": iat,
+        "resolved_at": iat if resolved_at_s is None else resolved_at_s,
+        "exp": iat + lifetime_s,
+        "jti": jti or uuid.uuid4().hex,
+    }
+    return sign(claims, signer, CONFIRMATION_TYP)

@@ -1,0 +1,120 @@
+"""The trusted invocation context a host binds to every `tools/list` and `tools/call`.
+
+It travels in `_meta["engram-memory/invocation"]` as a compact JWS (typ `engram-invocation+jwt`)
+with these claims; a host in any language can mint it (see README "Host integration"):
+
+| claim | type | meaning |
+|---|---|---|
+| iss | str | host id |
+| tenant, workspace | str | the scope, `[A-Za-z0-9][A-Za-z0-9._-]{0,127}` (no wildcard) |
+| principal | str | the accountable identity (`principal.sub`) |
+| agent_id, session | str | the AI software and the MCP session the call arrives on |
+| purpose_ref | str | the declared purpose; must equal the argument `purpose_ref` after NFC |
+| audit_id | str | the host's audit id, echoed as `auditId` in every envelope |
+| iat, exp | int (s) | issued / expires; `exp - iat` <= 300 |
+| deadline_ms | int, optional | epoch ms after which the call must not commit |
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engram_memory.contract.canonical import NonCanonicalValue, nfc
+from engram_memory.host.keys import HostKeyring, HostSigningKey
+from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
+
+INVOCATION_META_KEY = "engram-memory/invocation"
+INVOCATION_TYP = "engram-invocation+jwt"
+_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class InvocationContext:
+    host_id: str
+    tenant: str
+    workspace: str
+    principal: str
+    agent_id: str
+    session: str
+    purpose_ref: str
+    audit_id: str
+    issued_at_s: int
+    expires_at_s: int
+    deadline_ms: int | None = None
+
+    @property
+    def scope_ref(self) -> str:
+        # Tenant and workspace cannot contain "/" or ":", so this form is unambiguous.
+        return f"tenant:{self.tenant}/workspace:{self.workspace}"
+
+
+def verify_invocation(
+    token: object, keyring: HostKeyring, now_s: float | None = None
+) -> InvocationContext:
+    """Verify a host-signed invocation context.
+
+    Raises:
+        TokenInvalid: missing, unsigned, untrusted, expired, malformed, or a wildcard scope.
+    """
+    claims = verify(token, keyring, INVOCATION_TYP, time.time() if now_s is None else now_s)
+    tenant = require_str(claims, "tenant", 128)
+    workspace = require_str(claims, "workspace", 128)
+    if not _SCOPE_PART.match(tenant) or not _SCOPE_PART.match(workspace):
+        raise TokenInvalid("tenant/workspace shape")
+    deadline = claims.get("deadline_ms")
+    if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool)):
+        raise TokenInvalid("deadline_ms shape")
+    try:
+        purpose = nfc(require_str(claims, "purpose_ref"))
+    except NonCanonicalValue as exc:
+        raise TokenInvalid("purpose_ref encoding") from exc
+    return InvocationContext(
+        host_id=require_str(claims, "iss"),
+        tenant=tenant,
+        workspace=workspace,
+        principal=require_str(claims, "principal"),
+        agent_id=require_str(claims, "agent_id"),
+        session=require_str(claims, "session"),
+        purpose_ref=purpose,
+        audit_id=require_str(claims, "audit_id", 256),
+        issued_at_s=int(claims["iat"]),
+        expires_at_s=int(claims["exp"]),
+        deadline_ms=deadline,
+    )
+
+
+def mint_invocation(
+    signer: HostSigningKey,
+    *,
+    host_id: str,
+    tenant: str,
+    workspace: str,
+    principal: str,
+    agent_id: str,
+    session: str,
+    purpose_ref: str,
+    audit_id: str,
+    lifetime_s: int = 120,
+    deadline_ms: int | None = None,
+    now_s: int | None = None,
+) -> str:
+    """Mint an invocation context token (used by the reference host and tests)."""
+    iat = int(time.time()) if now_s is None else now_s
+    claims: dict[str, Any] = {
+        "iss": host_id,
+        "tenant": tenant,
+        "workspace": workspace,
+        "principal": principal,
+        "agent_id": agent_id,
+        "session": session,
+        "purpose_ref": purpose_ref,
+        "audit_id": audit_id,
+        "iat": iat,
+        "exp": iat + lifetime_s,
+    }
+    if deadline_ms is not None:
+        claims["deadline_ms"] = deadline_ms
+    return sign(claims, signer, INVOCATION_TYP)

@@ -1,0 +1,409 @@
+"""Policy bundle: build, identify, verify.
+
+A bundle directory holds three files:
+- `bundle.tar.gz`: the Rego modules (tests excluded), `data.json` compiled from
+  `policies/*.yaml`, and `.manifest` (`roots: ["engram"]`, `revision`), ready for
+  `opa run --server --bundle`;
+- `policy.wasm`: the same modules compiled by the pinned OPA, one entrypoint per domain;
+- `bundle.lock.json`: the identity (label, revision, content digest, file list) and the
+  sha256 of the two artifacts.
+
+The content digest is `sha256:` + sha256 over the RFC 8785 JSON of the sorted list
+`[{"path", "sha256"}]` of every bundle file except `.manifest`. It depends on file contents
+only (not on tar metadata, build time or OPA), so it is computable in pure Python from the
+sources and an auditor can recompute it from the tarball. The revision is
+`<label>+<content digest>`: the revision OPA reports proves which content it serves.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from engram_memory.contract.canonical import canonical_json
+from engram_memory.contract.errors import ConfigurationError
+from engram_memory.policy.data import compile_policies
+from engram_memory.policy.engine import BundleIdentity
+from engram_memory.policy.opa_binary import opa_version, require_opa_binary
+
+DOMAINS: tuple[str, ...] = (
+    "discovery",
+    "authz",
+    "confirmation",
+    "retention",
+    "reconciliation",
+    "admission",
+)
+ENTRYPOINTS: tuple[str, ...] = tuple(f"engram/{domain}/decision" for domain in DOMAINS)
+BUNDLE_FILE = "bundle.tar.gz"
+WASM_FILE = "policy.wasm"
+LOCK_FILE = "bundle.lock.json"
+MANIFEST_FILE = ".manifest"
+DATA_FILE = "data.json"
+LOCK_FORMAT = "engram-policy-bundle-lock/1"
+DEFAULT_LABEL = "engram-default"
+DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parent / "_bundle"
+_REPO_ROOT = Path(__file__).resolve().parents[3]
+
+Progress = Callable[[str], None]
+
+
+class BundleError(ConfigurationError):
+    """A bundle cannot be built, read, or does not match its lock."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def collect_sources(rego_dir: Path | str, policies_dir: Path | str) -> dict[str, bytes]:
+    """Bundle path -> bytes for every file of the bundle except `.manifest`.
+
+    Raises:
+        PolicyDataError: the policy data is invalid.
+        BundleError: `rego_dir` holds no modules.
+    """
+    rego_root = Path(rego_dir)
+    files: dict[str, bytes] = {}
+    for path in sorted(rego_root.rglob("*.rego")):
+        if path.name.endswith("_test.rego") or not path.is_file():
+            continue
+        files[path.relative_to(rego_root).as_posix()] = path.read_bytes()
+    if not files:
+        raise BundleError(f"no Rego modules under {rego_root}")
+    files[DATA_FILE] = canonical_json(compile_policies(policies_dir))
+    return files
+
+
+def file_list(files: Mapping[str, bytes]) -> list[dict[str, str]]:
+    return [{"path": path, "sha256": _sha256(files[path])} for path in sorted(files)]
+
+
+def content_digest(files: Mapping[str, bytes]) -> str:
+    """`sha256:` + sha256 of JCS(sorted [{path, sha256}]) over `files` (no `.manifest`)."""
+    listing = file_list({p: b for p, b in files.items() if p != MANIFEST_FILE})
+    return "sha256:" + _sha256(canonical_json(listing))
+
+
+def identity_for(files: Mapping[str, bytes], label: str) -> BundleIdentity:
+    digest = content_digest(files)
+    return BundleIdentity(revision=f"{label}+{digest}", digest=digest)
+
+
+def compute_identity(
+    rego_dir: Path | str, policies_dir: Path | str, *, label: str = DEFAULT_LABEL
+) -> BundleIdentity:
+    """The identity a build of these sources would have; needs no OPA.
+
+    Raises:
+        PolicyDataError: the policy data is invalid.
+        BundleError: no Rego modules.
+    """
+    return identity_for(collect_sources(rego_dir, policies_dir), label)
+
+
+def manifest_bytes(identity: BundleIdentity) -> bytes:
+    manifest = {"revision": identity.revision, "roots": ["engram"], "rego_version": 1}
+    return json.dumps(manifest, sort_keys=True).encode("utf-8")
+
+
+def write_tarball(files: Mapping[str, bytes], target: Path) -> None:
+    """A reproducible tar.gz: sorted members, zero mtimes/owners, fixed modes."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for path in sorted(files):
+            info = tarfile.TarInfo(name=path)
+            info.size = len(files[path])
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(files[path]))
+    compressed = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=compressed, mtime=0) as gz:
+        gz.write(raw.getvalue())
+    target.write_bytes(compressed.getvalue())
+
+
+def read_tarball(path: Path) -> dict[str, bytes]:
+    """Regular files of a bundle tarball by bundle path (leading `/` stripped).
+
+    Raises:
+        BundleError: unreadable archive, or a member path that escapes the bundle.
+    """
+    files: dict[str, bytes] = {}
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for member in tar.getmembers():
+                if not member.isfile():
+                    continue
+                name = member.name.lstrip("/")
+                if name.startswith("../") or "/../" in name or name in files:
+                    raise BundleError(f"{path}: unsafe or duplicate member {member.name!r}")
+                extracted = tar.extractfile(member)
+                if extracted is None:
+                    raise BundleError(f"{path}: unreadable member {member.name!r}")
+                files[name] = extracted.read()
+    except (OSError, tarfile.TarError) as exc:
+        raise BundleError(f"{path}: cannot read bundle archive") from exc
+    return files
+
+
+def _run(argv: list[str], cwd: Path, what: str) -> str:
+    try:
+        completed = subprocess.run(  # noqa: S603 - fixed argv, binary chosen by the operator
+            argv, cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BundleError(f"{what}: cannot run {argv[0]}") from exc
+    if completed.returncode != 0:
+        output = (completed.stdout + completed.stderr).strip()
+        raise BundleError(f"{what} failed:\n{output}")
+    return completed.stdout
+
+
+def compile_wasm(files: Mapping[str, bytes], opa_bin: Path, workdir: Path) -> bytes:
+    """Compile the Rego modules of `files` to Wasm with one entrypoint per domain.
+
+    The modules are staged under fixed relative paths so the Wasm (which embeds module
+    paths for error locations) does not depend on where the build ran.
+
+    Raises:
+        BundleError: OPA refused the modules.
+    """
+    staging = workdir / "wasm-src"
+    for path, content in files.items():
+        if path.endswith(".rego"):
+            target = staging / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+    argv = [str(opa_bin), "build", "-t", "wasm", "-o", "../wasm.tar.gz"]
+    for entrypoint in ENTRYPOINTS:
+        argv += ["-e", entrypoint]
+    _run([*argv, "."], staging, "opa build -t wasm")
+    wasm_files = read_tarball(workdir / "wasm.tar.gz")
+    if WASM_FILE not in wasm_files:
+        raise BundleError("opa build -t wasm produced no policy.wasm")
+    return wasm_files[WASM_FILE]
+
+
+def build_bundle(
+    rego_dir: Path | str,
+    policies_dir: Path | str,
+    out_dir: Path | str,
+    *,
+    label: str,
+    opa_bin: Path | str | None = None,
+    run_tests: bool = True,
+    progress: Progress | None = None,
+) -> BundleIdentity:
+    """Validate, test and build a bundle into `out_dir` (see module docstring).
+
+    Raises:
+        PolicyDataError: the policy data is invalid.
+        OpaBinaryNotFound: no OPA binary.
+        BundleError: `opa check`/`opa test`/`opa build` failed.
+    """
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(message)
+
+    if not label or "+" in label:
+        raise BundleError("bundle label must be non-empty and contain no '+'")
+    rego_root, out = Path(rego_dir).resolve(), Path(out_dir)
+    opa = require_opa_binary(opa_bin)
+    version = opa_version(opa)
+    say(f"[1/6] validating policy data in {policies_dir}")
+    files = collect_sources(rego_root, policies_dir)
+    identity = identity_for(files, label)
+    say(f"[2/6] checking Rego in {rego_root} (opa check --strict, OPA {version})")
+    _run([str(opa), "check", "--strict", str(rego_root)], rego_root, "opa check --strict")
+    if run_tests:
+        say("[3/6] running Rego unit tests (opa test)")
+        _run([str(opa), "test", str(rego_root)], rego_root, "opa test")
+    else:
+        say("[3/6] skipping Rego unit tests")
+    with tempfile.TemporaryDirectory(prefix="engram-bundle-") as tmp:
+        say(f"[4/6] compiling {len(ENTRYPOINTS)} entrypoints to Wasm (opa build -t wasm)")
+        wasm = compile_wasm(files, opa, Path(tmp))
+        say(f"[5/6] writing {BUNDLE_FILE} and {WASM_FILE} to {out}")
+        out.mkdir(parents=True, exist_ok=True)
+        write_tarball({**files, MANIFEST_FILE: manifest_bytes(identity)}, out / BUNDLE_FILE)
+        (out / WASM_FILE).write_bytes(wasm)
+    say(f"[6/6] writing {LOCK_FILE}: revision {identity.revision}")
+    lock = {
+        "format": LOCK_FORMAT,
+        "label": label,
+        "revision": identity.revision,
+        "content_digest": identity.digest,
+        "files": file_list(files),
+        "bundle": {"path": BUNDLE_FILE, "sha256": _sha256((out / BUNDLE_FILE).read_bytes())},
+        "wasm": {
+            "path": WASM_FILE,
+            "sha256": _sha256(wasm),
+            "entrypoints": list(ENTRYPOINTS),
+        },
+        "opa_version": version,
+    }
+    (out / LOCK_FILE).write_text(json.dumps(lock, indent=2, sort_keys=True) + "\n", "utf-8")
+    return identity
+
+
+def read_lock(bundle_dir: Path | str) -> dict[str, Any]:
+    """The parsed `bundle.lock.json` of `bundle_dir`.
+
+    Raises:
+        BundleError: missing or not a lock document.
+    """
+    path = Path(bundle_dir) / LOCK_FILE
+    try:
+        lock = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{path}: cannot read bundle lock") from exc
+    if not isinstance(lock, dict) or lock.get("format") != LOCK_FORMAT:
+        raise BundleError(f"{path}: not a {LOCK_FORMAT} document")
+    return lock
+
+
+def load_bundle_identity(bundle_dir: Path | str) -> BundleIdentity:
+    """The identity recorded in the lock (not re-verified; see `verify_bundle`).
+
+    Raises:
+        BundleError: missing or malformed lock.
+    """
+    lock = read_lock(bundle_dir)
+    try:
+        return BundleIdentity(revision=str(lock["revision"]), digest=str(lock["content_digest"]))
+    except (KeyError, ValueError) as exc:
+        raise BundleError(f"{bundle_dir}: malformed identity in {LOCK_FILE}") from exc
+
+
+def verify_bundle(bundle_dir: Path | str) -> BundleIdentity:
+    """Recompute the content digest from the tarball and check everything the lock binds:
+    digest, revision, file list, manifest, tarball and Wasm sha256. Returns the identity.
+
+    Raises:
+        BundleError: any mismatch, or a missing/unreadable file.
+    """
+    directory = Path(bundle_dir)
+    lock = read_lock(directory)
+    identity = load_bundle_identity(directory)
+    tar_path, wasm_path = directory / BUNDLE_FILE, directory / WASM_FILE
+    try:
+        tar_bytes, wasm = tar_path.read_bytes(), wasm_path.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{directory}: missing bundle artifact") from exc
+    if _sha256(tar_bytes) != lock.get("bundle", {}).get("sha256"):
+        raise BundleError(f"{tar_path}: sha256 differs from {LOCK_FILE}")
+    if _sha256(wasm) != lock.get("wasm", {}).get("sha256"):
+        raise BundleError(f"{wasm_path}: sha256 differs from {LOCK_FILE}")
+    files = read_tarball(tar_path)
+    manifest_raw = files.pop(MANIFEST_FILE, None)
+    if content_digest(files) != identity.digest or file_list(files) != lock.get("files"):
+        raise BundleError(f"{tar_path}: content digest differs from {LOCK_FILE}")
+    try:
+        manifest = json.loads(manifest_raw or b"")
+    except ValueError as exc:
+        raise BundleError(f"{tar_path}: unreadable .manifest") from exc
+    if manifest.get("revision") != identity.revision or manifest.get("roots") != ["engram"]:
+        raise BundleError(f"{tar_path}: .manifest revision or roots differ from {LOCK_FILE}")
+    if identity.label != lock.get("label"):
+        raise BundleError(f"{directory}: label differs from revision in {LOCK_FILE}")
+    return identity
+
+
+def bundle_data(bundle_dir: Path | str) -> bytes:
+    """The `data.json` bytes of the bundle tarball.
+
+    Raises:
+        BundleError: unreadable archive or no data.json.
+    """
+    files = read_tarball(Path(bundle_dir) / BUNDLE_FILE)
+    if DATA_FILE not in files:
+        raise BundleError(f"{bundle_dir}: bundle has no {DATA_FILE}")
+    return files[DATA_FILE]
+
+
+def default_bundle_dir() -> Path:
+    """The bundle directory shipped inside the package (`policy/_bundle/`)."""
+    return DEFAULT_BUNDLE_DIR
+
+
+def default_sources() -> tuple[Path, Path]:
+    """`rego/` and `policies/` of the source checkout this package runs from.
+
+    Raises:
+        BundleError: not running from a source checkout (e.g. a wheel install).
+    """
+    rego, policies = _REPO_ROOT / "rego", _REPO_ROOT / "policies"
+    if not rego.is_dir() or not policies.is_dir():
+        raise BundleError("rego/ and policies/ sources are not available (installed package?)")
+    return rego, policies
+
+
+def default_bundle_is_current(
+    rego_dir: Path | str | None = None,
+    policies_dir: Path | str | None = None,
+    bundle_dir: Path | str = DEFAULT_BUNDLE_DIR,
+) -> bool:
+    """Whether the shipped bundle's lock matches a fresh digest of the sources (pure Python).
+
+    Raises:
+        BundleError: sources or lock unavailable.
+        PolicyDataError: the policy data is invalid.
+    """
+    if rego_dir is None or policies_dir is None:
+        rego_dir, policies_dir = default_sources()
+    shipped = load_bundle_identity(bundle_dir)
+    fresh = compute_identity(rego_dir, policies_dir, label=shipped.label)
+    return fresh == shipped
+
+
+def shipped_bundle_differs(
+    *, opa_bin: Path | str | None = None, progress: Progress | None = None
+) -> list[str]:
+    """Rebuild from the checkout's sources with the pinned OPA and compare byte for byte.
+
+    Returns the names of shipped files that differ (empty: the shipped bundle, its Wasm
+    included, is exactly what the sources produce).
+
+    Raises:
+        BundleError, PolicyDataError, OpaBinaryNotFound: as `build_bundle`.
+    """
+    rego, policies = default_sources()
+    with tempfile.TemporaryDirectory(prefix="engram-bundle-check-") as tmp:
+        build_bundle(rego, policies, tmp, label=DEFAULT_LABEL, opa_bin=opa_bin, progress=progress)
+        return [
+            name
+            for name in (BUNDLE_FILE, WASM_FILE, LOCK_FILE)
+            if (Path(tmp) / name).read_bytes() != (DEFAULT_BUNDLE_DIR / name).read_bytes()
+        ]
+
+
+def build_default_bundle(
+    *, opa_bin: Path | str | None = None, progress: Progress | None = None
+) -> BundleIdentity:
+    """Rebuild the bundle shipped as package data from the checkout's `rego/` + `policies/`
+    (what `engram-memory policy build` does without arguments).
+
+    Raises:
+        BundleError, PolicyDataError, OpaBinaryNotFound: as `build_bundle`.
+    """
+    rego, policies = default_sources()
+    with tempfile.TemporaryDirectory(prefix="engram-default-bundle-") as tmp:
+        identity = build_bundle(
+            rego, policies, tmp, label=DEFAULT_LABEL, opa_bin=opa_bin, progress=progress
+        )
+        verify_bundle(tmp)
+        DEFAULT_BUNDLE_DIR.mkdir(parents=True, exist_ok=True)
+        for name in (BUNDLE_FILE, WASM_FILE, LOCK_FILE):
+            shutil.copyfile(Path(tmp) / name, DEFAULT_BUNDLE_DIR / name)
+    return identity

@@ -1,0 +1,113 @@
+"""`engram-memory policy build | check | validate | verify | identity`.
+
+For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
+pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
+bundle directory against its lock, and print which revision a bundle is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from engram_memory.policy.bundle import (
+    DEFAULT_BUNDLE_DIR,
+    DEFAULT_LABEL,
+    build_bundle,
+    build_default_bundle,
+    default_bundle_is_current,
+    shipped_bundle_differs,
+    verify_bundle,
+)
+from engram_memory.policy.data import load_policies
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "policy", help="validate, build, check and verify policy bundles"
+    )
+    policy_sub = parser.add_subparsers(dest="policy_command", required=True)
+
+    build = policy_sub.add_parser(
+        "build",
+        help="build a bundle (default: regenerate the bundle shipped in the package)",
+    )
+    build.add_argument("--rego", help="Rego source directory (default ./rego)")
+    build.add_argument("--policies", help="policy YAML directory (default ./policies)")
+    build.add_argument("--out", help="output directory (default: the shipped bundle)")
+    build.add_argument("--label", default=DEFAULT_LABEL, help="revision label")
+    build.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
+    build.add_argument("--skip-tests", action="store_true", help="do not run `opa test`")
+
+    check = policy_sub.add_parser(
+        "check", help="fail unless the shipped bundle matches the sources"
+    )
+    check.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="also rebuild with the pinned OPA and compare every file byte for byte",
+    )
+    check.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
+
+    validate = policy_sub.add_parser("validate", help="validate policy YAML only")
+    validate.add_argument("--policies", default="policies", help="policy YAML directory")
+
+    verify = policy_sub.add_parser("verify", help="verify a bundle directory against its lock")
+    verify.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+
+    identity = policy_sub.add_parser("identity", help="print a bundle's revision and digest")
+    identity.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+    return parser
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one `policy` subcommand; exit codes: 0 ok, 1 check failed.
+
+    Raises:
+        ConfigurationError: invalid data, missing OPA, failed build, bundle mismatch (the
+            CLI prints it and exits 2).
+    """
+    command = args.policy_command
+    if command == "build":
+        if args.out is None and args.rego is None and args.policies is None:
+            identity = build_default_bundle(opa_bin=args.opa, progress=_progress)
+        else:
+            identity = build_bundle(
+                Path(args.rego or "rego"),
+                Path(args.policies or "policies"),
+                Path(args.out or "bundle"),
+                label=args.label,
+                opa_bin=args.opa,
+                run_tests=not args.skip_tests,
+                progress=_progress,
+            )
+        print(identity.revision)
+        return 0
+    if command == "check":
+        stale = [] if default_bundle_is_current() else ["content digest"]
+        if not stale and args.rebuild:
+            stale = shipped_bundle_differs(opa_bin=args.opa, progress=_progress)
+        if not stale:
+            print(f"shipped bundle is current: {DEFAULT_BUNDLE_DIR}", file=sys.stderr)
+            return 0
+        print(
+            f"shipped bundle differs from rego/ + policies/ ({', '.join(stale)}): "
+            "run `engram-memory policy build` and commit the result",
+            file=sys.stderr,
+        )
+        return 1
+    if command == "validate":
+        tenants = load_policies(args.policies)
+        print(f"{len(tenants)} tenant(s) valid: {', '.join(sorted(tenants))}", file=sys.stderr)
+        return 0
+    identity = verify_bundle(args.bundle_dir)
+    if command == "verify":
+        print(f"bundle verified: {identity.revision}", file=sys.stderr)
+    print(f"revision {identity.revision}\ndigest {identity.digest}")
+    return 0

@@ -1,0 +1,363 @@
+"""Compliance-authored policy data: YAML under `policies/`, validated, compiled for Rego.
+
+One file per tenant (schema in `policies/README.md`). Validation is strict (unknown keys,
+wrong types, dangling role names, ceilings below default TTLs are all errors) and every
+problem is reported as `<file>:<line>: <path>: <message>`, one line each, so an author can
+fix them all in one pass. The compiled document is `{"engram": {"config": {"tenants":
+{...}}}}`, keyed by tenant, workspace and principal so Rego looks the caller up by key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from engram_memory.contract.errors import ConfigurationError
+from engram_memory.policy.yaml_source import Path_, YamlSource, read_yaml
+
+TOOLS: tuple[str, ...] = (
+    "engram_memory_search",
+    "engram_memory_get",
+    "engram_memory_capture",
+    "engram_memory_request_admission",
+    "engram_memory_withdraw",
+    "engram_memory_forget",
+)
+
+ToolName = Literal[
+    "engram_memory_search",
+    "engram_memory_get",
+    "engram_memory_capture",
+    "engram_memory_request_admission",
+    "engram_memory_withdraw",
+    "engram_memory_forget",
+]
+SelectableTool = Literal["engram_memory_capture", "engram_memory_request_admission"]
+ComponentKind = Literal["context", "decision", "evidence"]
+
+# Opaque host references (tenant, workspace, principal, purpose, family): 1..512 chars,
+# no `*` (SPEC §0: wildcard scopes are refused).
+Ref = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^*]+$")]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,62}$")]
+Prefix = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+JsonPointer = Annotated[str, StringConstraints(max_length=512, pattern=r"^(|/([^~]|~[01])*)$")]
+Duration = Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,12}(ms|s|m|h|d)$")]
+PacketBytes = Annotated[int, Field(ge=4096, le=1_048_576)]
+
+_UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(text: str) -> int:
+    """`90d` -> 7776000000. The pattern of `Duration` has been checked already."""
+    match = re.fullmatch(r"(\d+)(ms|s|m|h|d)", text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Grant(_Model):
+    principal: Ref
+    roles: list[Name] = Field(min_length=1)
+    purposes: list[Ref] | None = Field(default=None, min_length=1)
+
+
+class RedactionRule(_Model):
+    name: Name
+    purposes: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[Ref] | None = Field(default=None, min_length=1)
+    roles: list[Name] | None = Field(default=None, min_length=1)
+    allowed_fields: list[JsonPointer]
+    allow_derivation_lineage: bool = False
+    max_packet_bytes: PacketBytes | None = None
+
+
+class Selector(_Model):
+    principals: list[Ref] | None = Field(default=None, min_length=1)
+    roles: list[Name] | None = Field(default=None, min_length=1)
+
+
+class Retention(_Model):
+    ceiling: Duration | None = None
+    default_ttl: Duration | None = None
+    retain: Selector | None = None
+
+
+class Reconciliation(_Model):
+    consented_families: list[Ref] = Field(default_factory=list)
+
+
+class ConfirmationSelector(_Model):
+    tool: SelectableTool
+    principals: list[Ref] | None = Field(default=None, min_length=1)
+    roles: list[Name] | None = Field(default=None, min_length=1)
+
+
+class Confirmation(_Model):
+    ttl_seconds: Annotated[int, Field(ge=1, le=300)] | None = None
+    require: list[ConfirmationSelector] = Field(default_factory=list)
+
+
+class PrefixRule(_Model):
+    evidence_ref_prefixes: list[Prefix] = Field(min_length=1)
+
+
+class AcceptRule(_Model):
+    evidence_ref_prefixes: list[Prefix] = Field(min_length=1)
+    require_attestation: bool = False
+
+
+class AdjudicateRule(_Model):
+    component_kinds: list[ComponentKind] | None = Field(default=None, min_length=1)
+    min_citations: Annotated[int, Field(ge=1, le=256)] | None = None
+    source_ref_prefixes: list[Prefix] | None = Field(default=None, min_length=1)
+
+
+class Admission(_Model):
+    policy_id: Name
+    policy_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    reject: PrefixRule | None = None
+    adjudicate: AdjudicateRule | None = None
+    accept: AcceptRule | None = None
+    otherwise: Literal["reject", "adjudication_required"] = "adjudication_required"
+
+
+class Workspace(_Model):
+    memory_enabled: bool = False
+    roles: dict[Name, list[ToolName]] = Field(default_factory=dict)
+    grants: list[Grant] = Field(default_factory=list)
+    redaction: list[RedactionRule] = Field(default_factory=list)
+    response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
+    retention: Retention | None = None
+    reconciliation: Reconciliation | None = None
+    confirmation: Confirmation | None = None
+    admission: Admission | None = None
+
+
+class TenantPolicy(_Model):
+    schema_version: Literal[1]
+    tenant: Ref
+    memory_enabled: bool = False
+    response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
+    retention: Retention | None = None
+    workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
+
+
+class PolicyDataError(ConfigurationError):
+    """Policy data is unusable. `problems` holds one `<file>:<line>: <path>: <message>` line
+    per problem; `str()` joins them."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def _check_roles(
+    source: YamlSource, loc: Path_, roles: Sequence[str] | None, defined: Mapping[str, Any]
+) -> None:
+    for position, role in enumerate(roles or ()):
+        if role not in defined:
+            source.report((*loc, position), f"unknown role {role!r} (define it under roles)")
+
+
+def _check_retention(
+    source: YamlSource, loc: Path_, retention: Retention, roles: Mapping[str, Any] | None
+) -> None:
+    if retention.retain is not None:
+        if not retention.retain.principals and not retention.retain.roles:
+            source.report((*loc, "retain"), "name at least one principal or role")
+        if roles is not None:
+            _check_roles(source, (*loc, "retain", "roles"), retention.retain.roles, roles)
+    ceiling, default_ttl = retention.ceiling, retention.default_ttl
+    if (
+        ceiling is not None
+        and default_ttl is not None
+        and (duration_ms(default_ttl) > duration_ms(ceiling))
+    ):
+        source.report((*loc, "default_ttl"), "default_ttl exceeds ceiling")
+
+
+def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
+    """What pydantic cannot see: names that must resolve, and values that must agree."""
+    if policy.retention is not None:
+        _check_retention(source, ("retention",), policy.retention, None)
+    for ws_name, ws in policy.workspaces.items():
+        base: Path_ = ("workspaces", ws_name)
+        for position, grant in enumerate(ws.grants):
+            _check_roles(source, (*base, "grants", position, "roles"), grant.roles, ws.roles)
+        names: dict[str, int] = {}
+        for position, rule in enumerate(ws.redaction):
+            if rule.name in names:
+                source.report(
+                    (*base, "redaction", position, "name"),
+                    f"duplicate redaction rule name (also rule {names[rule.name]})",
+                )
+            names.setdefault(rule.name, position)
+            _check_roles(source, (*base, "redaction", position, "roles"), rule.roles, ws.roles)
+        if ws.retention is not None:
+            _check_retention(source, (*base, "retention"), ws.retention, ws.roles)
+        elif policy.retention is not None and policy.retention.retain is not None:
+            for role in policy.retention.retain.roles or ():
+                if role not in ws.roles:
+                    source.report(
+                        ("retention", "retain", "roles"),
+                        f"role {role!r} is not defined in inheriting workspace {ws_name!r}",
+                    )
+        if ws.confirmation is not None:
+            for position, req in enumerate(ws.confirmation.require):
+                _check_roles(
+                    source,
+                    (*base, "confirmation", "require", position, "roles"),
+                    req.roles,
+                    ws.roles,
+                )
+        adjudicate = ws.admission.adjudicate if ws.admission is not None else None
+        if adjudicate is not None and not (
+            adjudicate.component_kinds or adjudicate.min_citations or adjudicate.source_ref_prefixes
+        ):
+            source.report((*base, "admission", "adjudicate"), "name at least one condition")
+
+
+def _selector(principals: list[str] | None, roles: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if principals:
+        out["principals"] = sorted(set(principals))
+    if roles:
+        out["roles"] = sorted(set(roles))
+    return out
+
+
+def _compile_retention(retention: Retention | None) -> dict[str, Any]:
+    if retention is None:
+        return {}
+    out: dict[str, Any] = {}
+    if retention.ceiling is not None:
+        out["ceiling_ms"] = duration_ms(retention.ceiling)
+    if retention.default_ttl is not None:
+        out["default_ttl_ms"] = duration_ms(retention.default_ttl)
+    if retention.retain is not None:
+        out["retain"] = _selector(retention.retain.principals, retention.retain.roles)
+    return out
+
+
+def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
+    principals: dict[str, list[dict[str, Any]]] = {}
+    for grant in ws.grants:
+        entry: dict[str, Any] = {"roles": sorted(set(grant.roles))}
+        if grant.purposes:
+            entry["purposes"] = sorted(set(grant.purposes))
+        principals.setdefault(grant.principal, []).append(entry)
+    redaction = []
+    for rule in ws.redaction:
+        compiled: dict[str, Any] = {
+            "name": rule.name,
+            "allowed_fields": sorted(set(rule.allowed_fields)),
+            "allow_derivation_lineage": rule.allow_derivation_lineage,
+            **_selector(rule.principals, rule.roles),
+        }
+        if rule.purposes:
+            compiled["purposes"] = sorted(set(rule.purposes))
+        if rule.max_packet_bytes is not None:
+            compiled["max_packet_bytes"] = rule.max_packet_bytes
+        redaction.append(compiled)
+    require: dict[str, list[dict[str, Any]]] = {}
+    confirmation: dict[str, Any] = {"require": require}
+    if ws.confirmation is not None:
+        for req in ws.confirmation.require:
+            require.setdefault(req.tool, []).append(_selector(req.principals, req.roles))
+        if ws.confirmation.ttl_seconds is not None:
+            confirmation["ttl_seconds"] = ws.confirmation.ttl_seconds
+    families = ws.reconciliation.consented_families if ws.reconciliation else []
+    out: dict[str, Any] = {
+        "memory_enabled": ws.memory_enabled,
+        "roles": {role: sorted(set(tools)) for role, tools in ws.roles.items()},
+        "principals": principals,
+        "redaction": redaction,
+        # A workspace retention block replaces the tenant's as a whole.
+        "retention": _compile_retention(ws.retention or policy.retention),
+        "reconciliation": {"consented_families": dict.fromkeys(sorted(families), True)},
+        "confirmation": confirmation,
+    }
+    ceiling = ws.response_ceiling_bytes or policy.response_ceiling_bytes
+    if ceiling is not None:
+        out["response_ceiling_bytes"] = ceiling
+    if ws.admission is not None:
+        out["admission"] = ws.admission.model_dump(exclude_none=True)
+    return out
+
+
+def compile_tenant(policy: TenantPolicy) -> dict[str, Any]:
+    """The `data.engram.config.tenants[<tenant>]` object for one validated tenant."""
+    return {
+        "memory_enabled": policy.memory_enabled,
+        "workspaces": {
+            name: _compile_workspace(policy, ws) for name, ws in policy.workspaces.items()
+        },
+    }
+
+
+def policy_files(policies_dir: Path) -> list[Path]:
+    """The tenant files of `policies_dir` (`*.yaml`, `*.yml`), in a stable order."""
+    return sorted(
+        (p for p in policies_dir.iterdir() if p.is_file() and p.suffix in {".yaml", ".yml"}),
+        key=lambda p: p.name,
+    )
+
+
+def load_policies(policies_dir: Path | str) -> dict[str, TenantPolicy]:
+    """Validate every tenant file of `policies_dir`; return the policies by tenant.
+
+    Raises:
+        PolicyDataError: any problem in any file (all of them are reported).
+    """
+    directory = Path(policies_dir)
+    if not directory.is_dir():
+        raise PolicyDataError([f"{directory}:1: <document>: not a directory"])
+    problems: list[str] = []
+    tenants: dict[str, TenantPolicy] = {}
+    first_seen: dict[str, str] = {}
+    for path in policy_files(directory):
+        source = YamlSource(str(path))
+        raw = read_yaml(path, source)
+        if raw is not None:
+            try:
+                policy = TenantPolicy.model_validate(raw)
+            except ValidationError as exc:
+                for error in exc.errors(include_url=False):
+                    if source.key_problems and "[key]" in error["loc"]:
+                        continue  # already reported, with the right line, by _index
+                    source.report(tuple(error["loc"]), error["msg"])
+            else:
+                _cross_check(policy, source)
+                if policy.tenant in first_seen:
+                    source.report(
+                        ("tenant",), f"tenant already defined in {first_seen[policy.tenant]}"
+                    )
+                elif not source.problems:
+                    first_seen[policy.tenant] = f"{source.name}:{source.line_of(('tenant',))}"
+                    tenants[policy.tenant] = policy
+        problems.extend(source.problems)
+    if problems:
+        raise PolicyDataError(problems)
+    return tenants
+
+
+def compile_policies(policies_dir: Path | str) -> dict[str, Any]:
+    """Validate and compile `policies_dir` into the bundle's data document.
+
+    Raises:
+        PolicyDataError: the policy data is invalid.
+    """
+    tenants = load_policies(policies_dir)
+    return {
+        "engram": {
+            "config": {"tenants": {name: compile_tenant(p) for name, p in sorted(tenants.items())}}
+        }
+    }

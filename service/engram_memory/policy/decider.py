@@ -1,0 +1,388 @@
+"""Typed policy decisions over any `PolicyEngine`, each with a receipt.
+
+Every entrypoint result is parsed strictly (closed shapes, exact types, sorted unique
+lists); anything else is `PolicyUnavailable`. A decision from another bundle revision is
+`PolicyStale`. Denials are values (`allow=False`), never exceptions; the decider never
+fails open: an unexpected failure anywhere in evaluation is `PolicyUnavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
+
+from engram_memory.policy.data import TOOLS
+from engram_memory.policy.engine import (
+    BundleIdentity,
+    EngineAnswer,
+    PolicyEngine,
+    PolicyStale,
+    PolicyUnavailable,
+)
+from engram_memory.policy.receipts import Decision, make_receipt
+
+DISCOVERY_PATH = "engram/discovery/decision"
+AUTHZ_PATH = "engram/authz/decision"
+CONFIRMATION_PATH = "engram/confirmation/decision"
+RETENTION_PATH = "engram/retention/decision"
+RECONCILIATION_PATH = "engram/reconciliation/decision"
+ADMISSION_PATH = "engram/admission/decision"
+
+# SPEC §4.4: an admission decision older than this (or from the future) is stale.
+ADMISSION_MAX_AGE_MS = 300_000
+_SAFE_INT_MAX = 2**53 - 1
+
+
+def _sorted_unique(values: list[str]) -> list[str]:
+    if values != sorted(set(values)):
+        raise ValueError("must be sorted and unique")
+    return values
+
+
+SortedStrings = Annotated[list[str], AfterValidator(_sorted_unique)]
+Reasons = Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
+ReasonList = Annotated[Reasons, AfterValidator(_sorted_unique)]
+Pointer = Annotated[str, StringConstraints(pattern=r"^(|/([^~]|~[01])*)$")]
+Millis = Annotated[int, Field(ge=0, le=_SAFE_INT_MAX)]
+
+
+def _known_tools(values: list[str]) -> list[str]:
+    if not set(values) <= set(TOOLS):
+        raise ValueError("unknown tool")
+    return values
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _DiscoveryResult(_Result):
+    visible_tools: Annotated[SortedStrings, AfterValidator(_known_tools)]
+    reasons: ReasonList
+
+
+class _Redaction(_Result):
+    mode: Literal["field-allowlist"]
+    allowed_fields: Annotated[list[Pointer], AfterValidator(_sorted_unique)]
+    allow_derivation_lineage: bool
+    max_packet_bytes: Annotated[int, Field(ge=4096, le=1_048_576)]
+
+
+class _AuthzResult(_Result):
+    allow: bool
+    redaction: _Redaction
+    response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)]
+    reasons: ReasonList
+
+
+class _ConfirmationResult(_Result):
+    required: bool
+    ttl_seconds: Annotated[int, Field(ge=1, le=300)]
+    reasons: ReasonList
+
+
+class _RetentionResult(_Result):
+    allow: bool
+    expires_at_ms: Millis | None = None
+    reasons: ReasonList
+
+
+class _ReconciliationResult(_Result):
+    allow: bool
+    reasons: ReasonList
+
+
+class _AdmissionUnconfigured(_Result):
+    decision: Literal["unconfigured"]
+    reasons: ReasonList
+
+
+class _AdmissionResult(_Result):
+    decision: Literal["accept", "reject", "adjudication_required"]
+    policy_id: Annotated[str, StringConstraints(min_length=1)]
+    policy_version: Annotated[str, StringConstraints(min_length=1)]
+    record_digest: str
+    issued_at_ms: Millis
+    reasons: ReasonList
+
+
+_R = TypeVar("_R", bound=_Result)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """Who asks, as bound by the host (never from tool arguments)."""
+
+    tenant: str
+    workspace: str
+    principal: str
+    agent_id: str
+    purpose_ref: str
+    host_id: str
+
+    def as_input(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "workspace": self.workspace,
+            "principal": self.principal,
+            "agent_id": self.agent_id,
+            "purpose_ref": self.purpose_ref,
+            "host_id": self.host_id,
+        }
+
+
+class AdmissionCandidate(BaseModel):
+    """What the admission policy sees of a candidate (never its content)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    candidate_id: str
+    payload_digest: str
+    record_digest: str
+    evidence_ref: str
+    evidence_digest: str
+    # Lists or tuples (strict mode alone would refuse lists); items must still be strings.
+    component_kinds: tuple[str, ...] = Field(strict=False)
+    citation_count: Annotated[int, Field(ge=0)]
+    source_refs: tuple[str, ...] = Field(strict=False)
+    has_attestation: bool
+    trust_class: str = "asserted"
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryResult:
+    visible_tools: frozenset[str]
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    mode: str
+    allowed_fields: tuple[str, ...]
+    allow_derivation_lineage: bool
+    max_packet_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuthzResult:
+    allow: bool
+    redaction: Redaction
+    response_ceiling_bytes: int
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationRequirement:
+    required: bool
+    ttl_seconds: int
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    allow: bool
+    expires_at_ms: int | None
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciliationResult:
+    allow: bool
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionResult:
+    decision: Literal["accept", "reject", "adjudication_required"]
+    policy_id: str
+    policy_version: str
+    record_digest: str
+    issued_at_ms: int
+    receipt: Decision
+
+
+class PolicyDecider:
+    """Asks `engine` for each kind of decision, expecting bundle `expected`."""
+
+    def __init__(
+        self, engine: PolicyEngine, expected: BundleIdentity, clock_ms: Callable[[], int]
+    ) -> None:
+        self._engine = engine
+        self._expected = expected
+        self._clock_ms = clock_ms
+
+    @property
+    def expected(self) -> BundleIdentity:
+        return self._expected
+
+    def _evaluate(self, path: str, policy_input: dict[str, Any]) -> EngineAnswer:
+        try:
+            answer = self._engine.evaluate(path, policy_input)
+        except (PolicyUnavailable, PolicyStale):
+            raise
+        # An engine must map its own failures; anything that slips through still must not
+        # turn into an allow or crash the call (SPEC §5: policy engine -> POLICY_UNAVAILABLE).
+        except Exception as exc:
+            raise PolicyUnavailable(f"engine raised {type(exc).__name__}") from exc
+        if not isinstance(answer, EngineAnswer):
+            raise PolicyUnavailable("engine returned no answer")
+        if answer.revision != self._expected.revision:
+            raise PolicyStale(f"{path}: engine serves another bundle revision")
+        if not isinstance(answer.result, Mapping):
+            raise PolicyUnavailable(f"{path}: result is not an object")
+        return answer
+
+    def _parse(
+        self, path: str, policy_input: dict[str, Any], answer: EngineAnswer, model: type[_R]
+    ) -> tuple[_R, Decision]:
+        result = answer.result
+        assert isinstance(result, Mapping)  # checked by _evaluate
+        try:
+            parsed = model.model_validate(result)
+            receipt = make_receipt(
+                policy_path=path,
+                policy_input=policy_input,
+                result=result,
+                bundle_revision=answer.revision,
+                bundle_digest=self._expected.digest,
+                engine_id=self._engine.engine_id,
+                engine_version=self._engine.engine_version,
+                decided_at_ms=self._clock_ms(),
+            )
+        except (ValidationError, ValueError, TypeError) as exc:
+            raise PolicyUnavailable(f"{path}: malformed result") from exc
+        return parsed, Decision(path=path, result=result, receipt=receipt)
+
+    def _decide(
+        self, path: str, policy_input: dict[str, Any], model: type[_R]
+    ) -> tuple[_R, Decision]:
+        return self._parse(path, policy_input, self._evaluate(path, policy_input), model)
+
+    def discovery(self, subject: Subject, host_memory_enabled: bool) -> DiscoveryResult:
+        """Which tools `tools/list` shows this subject.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        policy_input = {**subject.as_input(), "host_memory_enabled": host_memory_enabled}
+        parsed, decision = self._decide(DISCOVERY_PATH, policy_input, _DiscoveryResult)
+        return DiscoveryResult(visible_tools=frozenset(parsed.visible_tools), decision=decision)
+
+    def authz(self, subject: Subject, tool: str) -> AuthzResult:
+        """May the subject call `tool`, with which redaction and response ceiling.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        policy_input = {**subject.as_input(), "tool": tool}
+        parsed, decision = self._decide(AUTHZ_PATH, policy_input, _AuthzResult)
+        redaction = Redaction(
+            mode=parsed.redaction.mode,
+            allowed_fields=tuple(parsed.redaction.allowed_fields),
+            allow_derivation_lineage=parsed.redaction.allow_derivation_lineage,
+            max_packet_bytes=parsed.redaction.max_packet_bytes,
+        )
+        return AuthzResult(
+            allow=parsed.allow,
+            redaction=redaction,
+            response_ceiling_bytes=parsed.response_ceiling_bytes,
+            decision=decision,
+        )
+
+    def confirmation(self, subject: Subject, tool: str) -> ConfirmationRequirement:
+        """Does calling `tool` need a host confirmation, and its TTL.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        policy_input = {**subject.as_input(), "tool": tool}
+        parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, _ConfirmationResult)
+        return ConfirmationRequirement(
+            required=parsed.required, ttl_seconds=parsed.ttl_seconds, decision=decision
+        )
+
+    def retention(
+        self,
+        subject: Subject,
+        capture_instant_ms: int,
+        derivative_rule: str,
+        expires_at_ms: int | None,
+    ) -> RetentionResult:
+        """Resolve a capture's retention once (SPEC §11).
+
+        Raises:
+            PolicyUnavailable: also when an allowed result does not echo a given expiry.
+            PolicyStale
+        """
+        retention: dict[str, Any] = {"derivative_rule": derivative_rule}
+        if expires_at_ms is not None:
+            retention["expires_at_ms"] = expires_at_ms
+        policy_input = {
+            **subject.as_input(),
+            "capture_instant_ms": capture_instant_ms,
+            "retention": retention,
+        }
+        parsed, decision = self._decide(RETENTION_PATH, policy_input, _RetentionResult)
+        if parsed.allow and expires_at_ms is not None and parsed.expires_at_ms != expires_at_ms:
+            raise PolicyUnavailable("retention: allowed result does not echo expires_at_ms")
+        return RetentionResult(
+            allow=parsed.allow,
+            expires_at_ms=parsed.expires_at_ms if parsed.allow else None,
+            decision=decision,
+        )
+
+    def reconciliation(self, subject: Subject, family_refs: Sequence[str]) -> ReconciliationResult:
+        """Are all `family_refs` consented.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        policy_input = {**subject.as_input(), "family_refs": list(family_refs)}
+        parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, _ReconciliationResult)
+        return ReconciliationResult(allow=parsed.allow, decision=decision)
+
+    def admission(
+        self, subject: Subject, candidate: AdmissionCandidate, now_ms: int
+    ) -> AdmissionResult:
+        """Accept, reject or adjudicate a pending candidate (SPEC §4.4).
+
+        Raises:
+            PolicyUnavailable: no admission policy, or a malformed decision.
+            PolicyStale: another bundle revision; a decision not echoing the candidate's
+                record_digest; `issued_at_ms` in the future or older than 300,000 ms.
+        """
+        policy_input = {
+            **subject.as_input(),
+            "now_ms": now_ms,
+            "candidate": candidate.model_dump(mode="json"),
+        }
+        answer = self._evaluate(ADMISSION_PATH, policy_input)
+        assert isinstance(answer.result, Mapping)  # checked by _evaluate
+        if answer.result.get("decision") == "unconfigured":
+            # Parsed anyway so a malformed "unconfigured" is reported as malformed.
+            self._parse(ADMISSION_PATH, policy_input, answer, _AdmissionUnconfigured)
+            raise PolicyUnavailable("admission: no admission policy")
+        parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, _AdmissionResult)
+        now = self._clock_ms()
+        if parsed.record_digest != candidate.record_digest:
+            raise PolicyStale("admission: decision not bound to the candidate's record")
+        if parsed.issued_at_ms > now or now - parsed.issued_at_ms > ADMISSION_MAX_AGE_MS:
+            raise PolicyStale("admission: decision issued outside the freshness window")
+        return AdmissionResult(
+            decision=parsed.decision,
+            policy_id=parsed.policy_id,
+            policy_version=parsed.policy_version,
+            record_digest=parsed.record_digest,
+            issued_at_ms=parsed.issued_at_ms,
+            receipt=decision,
+        )

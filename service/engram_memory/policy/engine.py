@@ -1,0 +1,90 @@
+"""What every policy engine offers, and the two ways a policy decision can fail.
+
+The decider talks to an engine only through `PolicyEngine.evaluate`, so the production OPA
+server and the embedded Wasm evaluator are interchangeable (and differentially tested). An
+engine reports the bundle revision it evaluated with; the decider, not the engine, compares
+it with the revision the service expects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engram_memory.contract.errors import ErrorCode, ToolError
+
+DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class BundleIdentity:
+    """Which policy bundle decides: its revision label and its content digest.
+
+    `revision` is `<label>+<digest>`, so the revision an engine reports proves which content
+    it serves; `digest` is the sha256 over the bundle's canonical file list.
+    """
+
+    revision: str
+    digest: str
+
+    def __post_init__(self) -> None:
+        if not DIGEST_PATTERN.match(self.digest):
+            raise ValueError("bundle digest must be sha256:<64 hex>")
+        if (
+            not self.revision.endswith("+" + self.digest)
+            or len(self.revision) <= len(self.digest) + 1
+        ):
+            raise ValueError("bundle revision must be <label>+<digest>")
+
+    @property
+    def label(self) -> str:
+        return self.revision[: -len(self.digest) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineAnswer:
+    """The entrypoint's value as the engine returned it (unvalidated) and the bundle
+    revision the engine itself reports having evaluated with."""
+
+    result: object
+    revision: str
+
+
+class PolicyUnavailable(ToolError):
+    """No usable decision: engine unreachable, timed out, trapped, undefined or malformed.
+
+    Maps to `POLICY_UNAVAILABLE` (retriable). `detail` is for the audit trail only.
+    """
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(ErrorCode.POLICY_UNAVAILABLE, detail)
+
+
+class PolicyStale(ToolError):
+    """A decision that is not bound to the bundle (or admission policy, or clock) the
+    service expects. Maps to `POLICY_STALE` (retriable)."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(ErrorCode.POLICY_STALE, detail)
+
+
+class PolicyEngine(Protocol):
+    """Evaluates `data.<path>` of the loaded bundle for one input."""
+
+    @property
+    def engine_id(self) -> str: ...
+
+    @property
+    def engine_version(self) -> str: ...
+
+    def evaluate(self, path: str, policy_input: Mapping[str, Any]) -> EngineAnswer:
+        """Evaluate the entrypoint `path` (e.g. `engram/authz/decision`).
+
+        Raises:
+            PolicyUnavailable: the engine cannot produce a defined result.
+        """
+        ...
+
+    def close(self) -> None: ...

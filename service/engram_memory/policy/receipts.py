@@ -1,0 +1,107 @@
+"""Typed policy decisions and the receipts that bind them to a bundle.
+
+A receipt proves which policy (path), which bundle (content digest AND revision), which engine
+decided what (result digest) about what (input digest), and why (`reasons`, the rules that
+fired). An auditor re-derives `receipt_digest` without the service.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engram_memory.contract.canonical import JsonValue, normalize
+from engram_memory.contract.digests import digest
+
+RECEIPT_KIND = "policy-decision"
+
+
+@dataclass(frozen=True)
+class DecisionReceipt:
+    decision_id: str
+    policy_path: str
+    input_digest: str
+    result_digest: str
+    bundle_revision: str
+    bundle_digest: str
+    engine_id: str
+    engine_version: str
+    reasons: tuple[str, ...]
+    decided_at_ms: int
+    receipt_digest: str
+
+    def body(self) -> dict[str, JsonValue]:
+        return {
+            "decision_id": self.decision_id,
+            "policy_path": self.policy_path,
+            "input_digest": self.input_digest,
+            "result_digest": self.result_digest,
+            "bundle_revision": self.bundle_revision,
+            "bundle_digest": self.bundle_digest,
+            "engine_id": self.engine_id,
+            "engine_version": self.engine_version,
+            "reasons": list(self.reasons),
+            "decided_at_ms": self.decided_at_ms,
+        }
+
+
+def receipt_digest_of(body: Mapping[str, JsonValue]) -> str:
+    return digest(RECEIPT_KIND, body)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy result (the entrypoint's object) and its receipt."""
+
+    path: str
+    result: Mapping[str, Any]
+    receipt: DecisionReceipt
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        return self.receipt.reasons
+
+
+def make_receipt(
+    *,
+    policy_path: str,
+    policy_input: Mapping[str, Any],
+    result: Mapping[str, Any],
+    bundle_revision: str,
+    bundle_digest: str,
+    engine_id: str,
+    engine_version: str,
+    decided_at_ms: int,
+) -> DecisionReceipt:
+    """Build and digest a receipt for one evaluation."""
+    reasons_value = result.get("reasons", [])
+    reasons = (
+        tuple(sorted(str(r) for r in reasons_value)) if isinstance(reasons_value, list) else ()
+    )
+    body: dict[str, JsonValue] = {
+        "decision_id": "dec_" + uuid.uuid4().hex,
+        "policy_path": policy_path,
+        "input_digest": digest("policy-input", {"input": normalize(dict(policy_input))}),
+        "result_digest": digest("policy-result", {"result": normalize(dict(result))}),
+        "bundle_revision": bundle_revision,
+        "bundle_digest": bundle_digest,
+        "engine_id": engine_id,
+        "engine_version": engine_version,
+        "reasons": list(reasons),
+        "decided_at_ms": decided_at_ms,
+    }
+    return DecisionReceipt(
+        decision_id=str(body["decision_id"]),
+        policy_path=policy_path,
+        input_digest=str(body["input_digest"]),
+        result_digest=str(body["result_digest"]),
+        bundle_revision=bundle_revision,
+        bundle_digest=bundle_digest,
+        engine_id=engine_id,
+        engine_version=engine_version,
+        reasons=reasons,
+        decided_at_ms=decided_at_ms,
+        receipt_digest=receipt_digest_of(body),
+    )

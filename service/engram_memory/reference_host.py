@@ -1,0 +1,164 @@
+"""The reference host: the trusted side of the MCP connection, for the demo, tests and copying.
+
+A host binds every call to a tenant/workspace/principal/purpose with a signed invocation
+context, and before a destructive call shows a human what will happen (tool, target,
+operation digest) and mints a confirmation only on an explicit yes. This is host-side code:
+it uses the MCP SDK's client; the server never imports it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import mcp_types as types
+from mcp import Client, StdioServerParameters
+
+from engram_memory.contract.canonical import normalize
+from engram_memory.contract.digests import operation_digest
+from engram_memory.host.confirmation import (
+    CONFIRMATION_META_KEY,
+    ConfirmationBinding,
+    mint_confirmation,
+)
+from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
+from engram_memory.host.keys import HostSigningKey
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Who a call runs for; the host decides this, never the model."""
+
+    tenant: str
+    workspace: str
+    principal: str
+    purpose_ref: str
+    agent_id: str = "agent:reference"
+    session: str = "session:reference"
+    host_id: str = "host:reference"
+
+
+@dataclass(frozen=True)
+class ConfirmationPrompt:
+    """What a human is shown before approving a destructive call."""
+
+    tool: str
+    target: str
+    operation_digest: str
+    arguments: Mapping[str, Any]
+
+
+# Returns the approving human's subject (e.g. "human:dana") or None for "no".
+Approver = Callable[[ConfirmationPrompt], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    envelope: dict[str, Any]
+    is_error: bool
+    text: str
+
+
+class ReferenceHost:
+    """Binds, confirms and calls over one MCP client session."""
+
+    def __init__(self, client: Client, signer: HostSigningKey, binding: Binding) -> None:
+        self.client = client
+        self.signer = signer
+        self.binding = binding
+
+    def rebind(self, **changes: str) -> ReferenceHost:
+        """The same connection acting for another binding (e.g. another tenant in tests)."""
+        return ReferenceHost(self.client, self.signer, replace(self.binding, **changes))
+
+    def invocation_meta(self, **overrides: Any) -> dict[str, Any]:
+        b = self.binding
+        token = mint_invocation(
+            self.signer,
+            host_id=b.host_id,
+            tenant=b.tenant,
+            workspace=b.workspace,
+            principal=b.principal,
+            agent_id=b.agent_id,
+            session=b.session,
+            purpose_ref=b.purpose_ref,
+            audit_id=overrides.pop("audit_id", f"audit:{uuid.uuid4().hex}"),
+            **overrides,
+        )
+        return {INVOCATION_META_KEY: token}
+
+    async def list_tools(self) -> list[types.Tool]:
+        meta: types.RequestParamsMeta = self.invocation_meta()  # type: ignore[assignment]
+        result = await self.client.list_tools(meta=meta)
+        return list(result.tools)
+
+    async def call(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        confirmation: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CallOutcome:
+        """Call a tool with a fresh invocation context (and a confirmation if given).
+
+        The raw request is sent through the session so that the SDK's client-side output
+        validation, which would re-list tools without our context, does not interfere.
+        """
+        call_meta: dict[str, Any] = dict(meta) if meta is not None else self.invocation_meta()
+        if confirmation is not None:
+            call_meta[CONFIRMATION_META_KEY] = confirmation
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=tool, arguments=dict(arguments), _meta=call_meta
+            )
+        )
+        result = await self.client.session.send_request(request, types.CallToolResult)
+        text = (
+            result.content[0].text
+            if result.content and isinstance(result.content[0], types.TextContent)
+            else ""
+        )
+        return CallOutcome(dict(result.structured_content or {}), bool(result.is_error), text)
+
+    def confirmation_for(
+        self, tool: str, arguments: Mapping[str, Any], target: str, approver: str
+    ) -> str:
+        """Mint the confirmation a human gave for exactly this call."""
+        binding = ConfirmationBinding(
+            cap=tool,
+            target=target,
+            op=operation_digest(tool, normalize(dict(arguments))),
+            session=self.binding.session,
+            principal=self.binding.principal,
+        )
+        return mint_confirmation(self.signer, binding, approver=approver)
+
+    async def call_confirmed(
+        self, tool: str, arguments: Mapping[str, Any], target: str, approve: Approver
+    ) -> CallOutcome | None:
+        """Ask a human first; call only on an explicit yes. None when the human said no."""
+        prompt = ConfirmationPrompt(
+            tool, target, operation_digest(tool, normalize(dict(arguments))), arguments
+        )
+        approver = await approve(prompt)
+        if approver is None:
+            return None
+        token = self.confirmation_for(tool, arguments, target, approver)
+        return await self.call(tool, arguments, confirmation=token)
+
+
+@asynccontextmanager
+async def connect(
+    server: StdioServerParameters | str,
+    signer: HostSigningKey,
+    binding: Binding,
+    *,
+    mode: str = "auto",
+) -> AsyncIterator[ReferenceHost]:
+    """Connect over stdio (server parameters) or streamable HTTP (a URL)."""
+    async with Client(server, mode=mode, cache=None) as client:
+        yield ReferenceHost(client, signer, binding)

@@ -1,0 +1,161 @@
+"""The audit trail: one hash-chained entry per tool call, allowed or refused.
+
+Entries hold identifiers and digests only: hashed principal/agent/session, outcome code,
+target ids, decision receipt digests, bundle digest, hashed idempotency key. Never memory
+content, never raw keys. Receipts are stored beside them so an auditor can re-derive each.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.digests import ZERO_DIGEST, digest
+from engram_memory.contract.errors import EngramError
+from engram_memory.policy.receipts import DecisionReceipt, receipt_digest_of
+from engram_memory.store.database import Transaction, load_queries
+
+_Q = load_queries("engram_memory.store.sql", "audit.sql")
+_COLUMNS = (
+    "sequence",
+    "recorded_at",
+    "audit_id",
+    "scope_ref",
+    "principal_ref",
+    "agent_ref",
+    "session_ref",
+    "tool",
+    "outcome",
+    "target_ids",
+    "receipt_digests",
+    "bundle_digest",
+    "bundle_revision",
+    "idempotency_key_digest",
+    "detail",
+    "previous_hash",
+)
+
+
+class AuditChainBroken(EngramError):
+    """A gap, broken link, wrong hash, or a receipt that does not re-derive."""
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """What the caller knows about one call; the chain fields are added on append."""
+
+    recorded_at: str
+    audit_id: str
+    scope_ref: str
+    principal_ref: str
+    agent_ref: str
+    session_ref: str
+    tool: str
+    outcome: str
+    bundle_digest: str
+    bundle_revision: str
+    target_ids: Sequence[str] = ()
+    receipts: Sequence[DecisionReceipt] = field(default_factory=tuple)
+    idempotency_key_digest: str = ""
+    detail: str = ""
+
+
+def _entry_hash(entry: dict[str, JsonValue]) -> str:
+    return digest("audit-entry", entry, field="entry_hash")
+
+
+def append(tx: Transaction, record: AuditRecord) -> str:
+    """Append one entry (and its receipts) in the caller's transaction; return its hash.
+
+    Raises:
+        StoreUnavailable: the write failed; the caller must fail the call.
+    """
+    row = tx.fetchone(_Q["head"])
+    sequence, previous = (0, ZERO_DIGEST) if row is None else (int(row[0]), str(row[1]))
+    entry: dict[str, JsonValue] = {
+        "sequence": sequence + 1,
+        "recorded_at": record.recorded_at,
+        "audit_id": record.audit_id,
+        "scope_ref": record.scope_ref,
+        "principal_ref": record.principal_ref,
+        "agent_ref": record.agent_ref,
+        "session_ref": record.session_ref,
+        "tool": record.tool,
+        "outcome": record.outcome,
+        "target_ids": sorted(record.target_ids),
+        "receipt_digests": [r.receipt_digest for r in record.receipts],
+        "bundle_digest": record.bundle_digest,
+        "bundle_revision": record.bundle_revision,
+        "idempotency_key_digest": record.idempotency_key_digest,
+        "detail": record.detail,
+        "previous_hash": previous,
+    }
+    entry_hash = _entry_hash(entry)
+    values = [entry[c] for c in _COLUMNS]
+    values[9] = json.dumps(entry["target_ids"])
+    values[10] = json.dumps(entry["receipt_digests"])
+    tx.execute(_Q["insert"], [*values, entry_hash])
+    for receipt in record.receipts:
+        tx.execute(
+            _Q["insert_receipt"],
+            [
+                receipt.decision_id,
+                record.audit_id,
+                record.scope_ref,
+                receipt.policy_path,
+                receipt.input_digest,
+                receipt.result_digest,
+                receipt.bundle_revision,
+                receipt.bundle_digest,
+                receipt.engine_id,
+                receipt.engine_version,
+                json.dumps(list(receipt.reasons)),
+                receipt.decided_at_ms,
+                receipt.receipt_digest,
+            ],
+        )
+    return entry_hash
+
+
+def verify(tx: Transaction) -> tuple[int, int]:
+    """Re-derive the audit chain and every decision receipt; return (entries, receipts).
+
+    Raises:
+        AuditChainBroken: the first defect found.
+    """
+    previous, expected = ZERO_DIGEST, 1
+    known_receipts: set[str] = set()
+    receipts = 0
+    for row in tx.fetchall(_Q["scan_receipts"]):
+        body: dict[str, JsonValue] = {
+            "decision_id": row[0],
+            "policy_path": row[3],
+            "input_digest": row[4],
+            "result_digest": row[5],
+            "bundle_revision": row[6],
+            "bundle_digest": row[7],
+            "engine_id": row[8],
+            "engine_version": row[9],
+            "reasons": json.loads(row[10]),
+            "decided_at_ms": int(row[11]),
+        }
+        if receipt_digest_of(body) != row[12]:
+            raise AuditChainBroken(f"receipt {row[0]} does not re-derive")
+        known_receipts.add(str(row[12]))
+        receipts += 1
+    for row in tx.fetchall(_Q["scan"]):
+        entry: dict[str, JsonValue] = dict(zip(_COLUMNS, row[:16], strict=True))
+        entry["sequence"] = int(row[0])
+        entry["target_ids"] = json.loads(row[9])
+        entry["receipt_digests"] = json.loads(row[10])
+        if entry["sequence"] != expected or entry["previous_hash"] != previous:
+            raise AuditChainBroken(f"gap or broken link at entry {expected}")
+        if _entry_hash(entry) != row[16]:
+            raise AuditChainBroken(f"entry {expected} hash does not re-derive")
+        missing = [d for d in entry["receipt_digests"] if d not in known_receipts]
+        if missing:
+            raise AuditChainBroken(f"entry {expected} names a receipt that is not stored")
+        previous, expected = str(row[16]), expected + 1
+    return expected - 1, receipts

@@ -1,0 +1,178 @@
+"""The DuckDB file: one writer process, numbered migrations, serialized transactions.
+
+DuckDB allows one writing process per file, so the service holds the only connection and
+serializes every transaction behind a lock. Every DuckDB exception is mapped here, at the one
+boundary, to `StoreUnavailable`; nothing above this module sees driver text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from engram_memory.contract.errors import EngramError
+
+DATABASE_FILE = "engram.duckdb"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+
+
+class StoreUnavailable(EngramError):
+    """The store could not complete an operation; maps to STORE_UNAVAILABLE."""
+
+
+class StoreVersionSkew(EngramError):
+    """The file was written by a newer (or foreign) schema; the service refuses to start."""
+
+
+def load_queries(package: str, filename: str) -> dict[str, str]:
+    """Named statements from a `.sql` file (`-- name: x` precedes each statement)."""
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    parts = _QUERY_MARKER.split(text)
+    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files("engram_memory.store").joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+SCHEMA_VERSION = max(version for version, _, _ in _migrations())
+
+
+class Database:
+    """The single DuckDB connection of this process."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, data_dir: Path, *, read_only: bool = False) -> Database:
+        """Open (creating and migrating if needed) the store in `data_dir`.
+
+        Raises:
+            StoreVersionSkew: the file is newer than this code or its ledger was altered.
+            StoreUnavailable: the file cannot be opened (e.g. another writer holds it).
+        """
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            connection = duckdb.connect(str(data_dir / DATABASE_FILE), read_only=read_only)
+        except (duckdb.Error, OSError) as exc:
+            raise StoreUnavailable("cannot open the store file") from exc
+        database = cls(connection)
+        if not read_only:
+            database._migrate()
+        database._check_version()
+        return database
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def _migrate(self) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, sha256 VARCHAR NOT NULL)"
+            )
+            applied = {row[0]: row[2] for row in tx.fetchall("SELECT * FROM schema_migrations")}
+            for version, name, sql in _migrations():
+                checksum = hashlib.sha256(sql.encode("utf-8")).hexdigest()
+                if version in applied:
+                    if applied[version] != checksum:
+                        raise StoreVersionSkew(f"migration {name} differs from the applied one")
+                    continue
+                tx.execute(sql)
+                tx.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, checksum]
+                )
+
+    def _check_version(self) -> None:
+        with self.transaction() as tx:
+            row = tx.fetchone("SELECT max(version) FROM schema_migrations")
+        if row is None or row[0] != SCHEMA_VERSION:
+            raise StoreVersionSkew(
+                f"store schema version {row[0] if row else None}, "
+                f"this build expects {SCHEMA_VERSION}"
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One serialized DuckDB transaction; commits on exit, rolls back on any exception.
+
+        Raises:
+            StoreUnavailable: begin or commit failed (the caller decides whether the outcome
+                of a mutation is unknown).
+        """
+        with self._lock:
+            try:
+                self._connection.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                raise StoreUnavailable("begin failed") from exc
+            tx = Transaction(self._connection)
+            try:
+                yield tx
+            except BaseException:
+                # The original failure is what matters, not a failed rollback.
+                with suppress(duckdb.Error):
+                    self._connection.execute("ROLLBACK")
+                raise
+            try:
+                self._connection.execute("COMMIT")
+            except duckdb.Error as exc:
+                raise StoreUnavailable("commit failed") from exc
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file (used before copies and shredding checks)."""
+        with self._lock:
+            try:
+                self._connection.execute("CHECKPOINT")
+            except duckdb.Error as exc:
+                raise StoreUnavailable("checkpoint failed") from exc
+
+
+class Transaction:
+    """Statement helpers bound to the open transaction; DuckDB errors become StoreUnavailable."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        try:
+            self._connection.execute(sql, list(params))
+        except duckdb.Error as exc:
+            raise StoreUnavailable("statement failed") from exc
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        try:
+            self._connection.executemany(sql, [list(row) for row in rows])
+        except duckdb.Error as exc:
+            raise StoreUnavailable("statement failed") from exc
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._connection.execute(sql, list(params)).fetchall()
+        except duckdb.Error as exc:
+            raise StoreUnavailable("query failed") from exc
+
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        try:
+            return self._connection.execute(sql, list(params)).fetchone()
+        except duckdb.Error as exc:
+            raise StoreUnavailable("query failed") from exc

@@ -1,0 +1,130 @@
+"""Per-scope hash-chained journal with dense decimal cursors (SPEC §9.5).
+
+Cursors are allocated per scope, so a cursor never reveals another scope's activity. Each
+event links the previous event's hash; `verify_scope` re-derives the whole chain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engram_memory.contract.canonical import JsonValue, canonical_text
+from engram_memory.contract.digests import ZERO_DIGEST, digest
+from engram_memory.contract.errors import EngramError
+from engram_memory.store.database import Transaction, load_queries
+
+_Q = load_queries("engram_memory.store.sql", "journal.sql")
+
+
+class JournalCorrupt(EngramError):
+    """A gap, a broken link or a malformed event; maps to JOURNAL_CORRUPT / CURSOR_GAP."""
+
+
+class JournalIntentConflict(EngramError):
+    """An event id already exists with a different intent; maps to DIGEST_CONFLICT."""
+
+
+@dataclass(frozen=True)
+class JournalEvent:
+    cursor: int
+    event_id: str
+    event_hash: str
+    body: dict[str, JsonValue]
+
+    @property
+    def cursor_text(self) -> str:
+        return str(self.cursor)
+
+
+def _intent_digest(body: Mapping[str, JsonValue]) -> str:
+    # The intent is what the event does, not when or under which chain position it landed.
+    core = {k: body[k] for k in ("event_id", "operation", "target_id", "digests") if k in body}
+    return digest("memory-journal-intent", core, field="event_hash")
+
+
+def head(tx: Transaction, scope_ref: str) -> tuple[int, str]:
+    """(high-water cursor, its hash); (0, zero hash) for an empty journal."""
+    row = tx.fetchone(_Q["head"], [scope_ref])
+    return (0, ZERO_DIGEST) if row is None else (int(row[0]), str(row[1]))
+
+
+def append(
+    tx: Transaction,
+    scope_ref: str,
+    *,
+    event_id: str,
+    operation: str,
+    target_id: str,
+    fields: Mapping[str, JsonValue],
+) -> JournalEvent:
+    """Append one event at the next cursor of `scope_ref`.
+
+    Raises:
+        JournalIntentConflict: `event_id` exists with another intent.
+        StoreUnavailable: the write failed.
+    """
+    body: dict[str, JsonValue] = {
+        **fields,
+        "scope_ref": scope_ref,
+        "event_id": event_id,
+        "operation": operation,
+        "target_id": target_id,
+    }
+    existing = tx.fetchone(_Q["by_event_id"], [scope_ref, event_id])
+    if existing is not None:
+        if existing[3] != _intent_digest(body):
+            raise JournalIntentConflict(event_id)
+        return JournalEvent(int(existing[0]), event_id, str(existing[2]), json.loads(existing[1]))
+    cursor, previous_hash = head(tx, scope_ref)
+    body["cursor"] = str(cursor + 1)
+    body["previous_event_hash"] = previous_hash
+    event_hash = digest("memory-journal-event", body, field="event_hash")
+    tx.execute(
+        _Q["insert"],
+        [
+            scope_ref,
+            cursor + 1,
+            event_id,
+            operation,
+            target_id,
+            canonical_text(body),
+            previous_hash,
+            event_hash,
+            _intent_digest(body),
+        ],
+    )
+    return JournalEvent(cursor + 1, event_id, event_hash, body)
+
+
+def verify_scope(tx: Transaction, scope_ref: str) -> int:
+    """Re-derive every link and hash of one scope's journal; return its length.
+
+    Raises:
+        JournalCorrupt: a gap, a broken link, a wrong hash or a malformed event.
+    """
+    expected_previous, expected_cursor = ZERO_DIGEST, 1
+    for cursor, event_id, event_json, previous_hash, event_hash in tx.fetchall(
+        _Q["scan"], [scope_ref]
+    ):
+        if int(cursor) != expected_cursor:
+            raise JournalCorrupt(f"gap at cursor {expected_cursor}")
+        try:
+            body = json.loads(event_json)
+        except ValueError as exc:
+            raise JournalCorrupt(f"malformed event at cursor {cursor}") from exc
+        if (
+            previous_hash != expected_previous
+            or body.get("previous_event_hash") != previous_hash
+            or body.get("cursor") != str(cursor)
+            or body.get("event_id") != event_id
+            or digest("memory-journal-event", body, field="event_hash") != event_hash
+        ):
+            raise JournalCorrupt(f"broken chain at cursor {cursor}")
+        expected_previous, expected_cursor = event_hash, expected_cursor + 1
+    return expected_cursor - 1
+
+
+def scopes(tx: Transaction) -> list[str]:
+    return [str(row[0]) for row in tx.fetchall(_Q["scopes"])]

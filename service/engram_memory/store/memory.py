@@ -1,0 +1,266 @@
+"""Candidates, records, item keys, the blind lexical index, idempotency and confirmations.
+
+Every function runs inside the caller's transaction, so a tool's domain write, its journal
+event, its idempotency result and its audit entry commit or fail together.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engram_memory.store.database import Transaction, load_queries
+
+_Q = load_queries("engram_memory.store.sql", "memory.sql")
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    candidate_id: str
+    state: str
+    principal_ref: str
+    payload_digest: str
+    guard_digest: str
+    record_digest: str
+    record_id: str
+    capture_cursor: int
+    sealed_body: bytes
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    record_id: str
+    state: str
+    record_digest: str
+    payload_digest: str
+    guard_digest: str
+    recorded_cursor: int
+    accept_cursor: int
+    valid_t: int
+    valid_t_end: int | None
+    expires_at_ms: int | None
+    sealed_body: bytes | None
+
+
+@dataclass(frozen=True)
+class IdempotencyRow:
+    tool: str
+    operation_digest: str
+    state: str
+    result_json: str
+
+
+@dataclass(frozen=True)
+class IndexedDocument:
+    record_id: str
+    field_lengths: dict[str, int]
+    valid_t_end: int | None
+
+
+@dataclass(frozen=True)
+class Posting:
+    term_hash: str
+    record_id: str
+    field: str
+    tf: int
+
+
+# -- candidates -------------------------------------------------------------------------
+
+
+def insert_candidate(tx: Transaction, scope_ref: str, row: CandidateRow, now_ms: int) -> None:
+    tx.execute(
+        _Q["insert_candidate"],
+        [
+            scope_ref,
+            row.candidate_id,
+            row.principal_ref,
+            row.payload_digest,
+            row.guard_digest,
+            row.record_digest,
+            row.record_id,
+            row.capture_cursor,
+            row.sealed_body,
+            now_ms,
+            now_ms,
+        ],
+    )
+
+
+def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> CandidateRow | None:
+    row = tx.fetchone(_Q["get_candidate"], [scope_ref, candidate_id])
+    if row is None:
+        return None
+    return CandidateRow(
+        candidate_id=str(row[0]),
+        state=str(row[1]),
+        principal_ref=str(row[2]),
+        payload_digest=str(row[3]),
+        guard_digest=str(row[4]),
+        record_digest=str(row[5]),
+        record_id=str(row[6]),
+        capture_cursor=int(row[7]),
+        sealed_body=bytes(row[8]),
+    )
+
+
+def set_candidate_state(
+    tx: Transaction, scope_ref: str, candidate_id: str, state: str, now_ms: int
+) -> None:
+    tx.execute(_Q["set_candidate_state"], [state, now_ms, scope_ref, candidate_id])
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+def insert_record(
+    tx: Transaction, scope_ref: str, candidate_id: str, row: RecordRow, now_ms: int
+) -> None:
+    tx.execute(
+        _Q["insert_record"],
+        [
+            scope_ref,
+            row.record_id,
+            candidate_id,
+            row.record_digest,
+            row.payload_digest,
+            row.guard_digest,
+            row.recorded_cursor,
+            row.accept_cursor,
+            row.valid_t,
+            row.valid_t_end,
+            row.expires_at_ms,
+            row.sealed_body,
+            now_ms,
+        ],
+    )
+
+
+def get_record(tx: Transaction, scope_ref: str, record_id: str) -> RecordRow | None:
+    row = tx.fetchone(_Q["get_record"], [scope_ref, record_id])
+    if row is None:
+        return None
+    return RecordRow(
+        record_id=str(row[0]),
+        state=str(row[1]),
+        record_digest=str(row[2]),
+        payload_digest=str(row[3]),
+        guard_digest=str(row[4]),
+        recorded_cursor=int(row[5]),
+        accept_cursor=int(row[6]),
+        valid_t=int(row[7]),
+        valid_t_end=None if row[8] is None else int(row[8]),
+        expires_at_ms=None if row[9] is None else int(row[9]),
+        sealed_body=None if row[10] is None else bytes(row[10]),
+    )
+
+
+def tombstone_record(tx: Transaction, scope_ref: str, record_id: str, now_ms: int) -> None:
+    tx.execute(_Q["tombstone_record"], [now_ms, scope_ref, record_id])
+
+
+def matches_tombstoned_content(
+    tx: Transaction, scope_ref: str, payload_digest: str, guard_digest: str
+) -> bool:
+    row = tx.fetchone(_Q["tombstoned_digest_match"], [scope_ref, payload_digest, guard_digest])
+    return bool(row and row[0])
+
+
+# -- item keys (crypto-shredding) -----------------------------------------------------------
+
+
+def put_item_key(tx: Transaction, scope_ref: str, item_id: str, wrapped: bytes) -> None:
+    tx.execute(_Q["put_key"], [scope_ref, item_id, wrapped])
+
+
+def get_item_key(tx: Transaction, scope_ref: str, item_id: str) -> bytes | None:
+    row = tx.fetchone(_Q["get_key"], [scope_ref, item_id])
+    return None if row is None else bytes(row[0])
+
+
+def destroy_item_key(tx: Transaction, scope_ref: str, item_id: str) -> None:
+    tx.execute(_Q["destroy_key"], [scope_ref, item_id])
+
+
+# -- blind lexical index --------------------------------------------------------------------
+
+
+def index_document(
+    tx: Transaction,
+    scope_ref: str,
+    record_id: str,
+    field_lengths: Mapping[str, int],
+    valid_t_end: int | None,
+    postings: Sequence[tuple[str, str, int]],
+) -> None:
+    """Index one record: `postings` are (term_hash, field, tf); terms are keyed hashes."""
+    tx.execute(
+        _Q["insert_document"],
+        [scope_ref, record_id, json.dumps(dict(field_lengths), sort_keys=True), valid_t_end],
+    )
+    tx.executemany(
+        _Q["insert_posting"],
+        [(scope_ref, term, record_id, field, tf) for term, field, tf in postings],
+    )
+
+
+def purge_document(tx: Transaction, scope_ref: str, record_id: str) -> None:
+    tx.execute(_Q["delete_postings"], [scope_ref, record_id])
+    tx.execute(_Q["delete_document"], [scope_ref, record_id])
+
+
+def eligible_documents(
+    tx: Transaction, scope_ref: str, *, system_as_of: int, valid_as_of: int, now_ms: int
+) -> list[IndexedDocument]:
+    rows = tx.fetchall(
+        _Q["eligible_documents"],
+        [scope_ref, system_as_of, system_as_of, valid_as_of, valid_as_of, now_ms],
+    )
+    return [
+        IndexedDocument(str(r[0]), json.loads(r[1]), None if r[2] is None else int(r[2]))
+        for r in rows
+    ]
+
+
+def postings_for_terms(tx: Transaction, scope_ref: str, terms: Sequence[str]) -> list[Posting]:
+    if not terms:
+        return []
+    rows = tx.fetchall(_Q["postings_for_terms"], [scope_ref, list(terms)])
+    return [Posting(str(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+# -- idempotency and confirmations ---------------------------------------------------------
+
+
+def get_idempotency(
+    tx: Transaction, scope_ref: str, principal_ref: str, key_digest: str
+) -> IdempotencyRow | None:
+    row = tx.fetchone(_Q["get_idempotency"], [scope_ref, principal_ref, key_digest])
+    return None if row is None else IdempotencyRow(*(str(v) for v in row))
+
+
+def put_idempotency(
+    tx: Transaction,
+    scope_ref: str,
+    principal_ref: str,
+    key_digest: str,
+    *,
+    tool: str,
+    operation_digest: str,
+    result_json: str,
+    now_ms: int,
+) -> None:
+    tx.execute(
+        _Q["put_idempotency"],
+        [scope_ref, principal_ref, key_digest, tool, operation_digest, result_json, now_ms],
+    )
+
+
+def confirmation_used(tx: Transaction, jti: str) -> bool:
+    row = tx.fetchone(_Q["confirmation_used"], [jti])
+    return bool(row and row[0])
+
+
+def consume_confirmation(tx: Transaction, jti: str, scope_ref: str, tool: str, now_ms: int) -> None:
+    tx.execute(_Q["consume_confirmation"], [jti, scope_ref, tool, now_ms])

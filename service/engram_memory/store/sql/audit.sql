@@ -1,0 +1,26 @@
+-- name: head
+SELECT sequence, entry_hash FROM audit_entries ORDER BY sequence DESC LIMIT 1;
+
+-- name: insert
+INSERT INTO audit_entries
+    (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
+     target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
+     detail, previous_hash, entry_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: scan
+SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
+       target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
+       detail, previous_hash, entry_hash
+FROM audit_entries ORDER BY sequence;
+
+-- name: insert_receipt
+INSERT INTO decision_receipts
+    (decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,
+     bundle_digest, engine_id, engine_version, reasons_json, decided_at_ms, receipt_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: scan_receipts
+SELECT decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,
+       bundle_digest, engine_id, engine_version, reasons_json, decided_at_ms, receipt_digest
+FROM decision_receipts ORDER BY decided_at_ms, decision_id;

@@ -1,0 +1,19 @@
+-- name: head
+SELECT cursor, event_hash FROM journal_events
+WHERE scope_ref = ? ORDER BY cursor DESC LIMIT 1;
+
+-- name: by_event_id
+SELECT cursor, event_json, event_hash, intent_digest FROM journal_events
+WHERE scope_ref = ? AND event_id = ?;
+
+-- name: insert
+INSERT INTO journal_events
+    (scope_ref, cursor, event_id, operation, target_id, event_json, previous_event_hash, event_hash, intent_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: scan
+SELECT cursor, event_id, event_json, previous_event_hash, event_hash FROM journal_events
+WHERE scope_ref = ? ORDER BY cursor;
+
+-- name: scopes
+SELECT DISTINCT scope_ref FROM journal_events ORDER BY scope_ref;

@@ -1,0 +1,81 @@
+-- name: insert_candidate
+INSERT INTO candidates
+    (scope_ref, candidate_id, state, principal_ref, payload_digest, guard_digest, record_digest,
+     record_id, capture_cursor, sealed_body, created_at_ms, updated_at_ms)
+VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: get_candidate
+SELECT candidate_id, state, principal_ref, payload_digest, guard_digest, record_digest, record_id,
+       capture_cursor, sealed_body
+FROM candidates WHERE scope_ref = ? AND candidate_id = ?;
+
+-- name: set_candidate_state
+UPDATE candidates SET state = ?, updated_at_ms = ? WHERE scope_ref = ? AND candidate_id = ?;
+
+-- name: insert_record
+INSERT INTO records
+    (scope_ref, record_id, candidate_id, state, record_digest, payload_digest, guard_digest,
+     recorded_cursor, accept_cursor, valid_t, valid_t_end, expires_at_ms, sealed_body, updated_at_ms)
+VALUES (?, ?, ?, 'accepted_current', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: get_record
+SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_cursor, accept_cursor,
+       valid_t, valid_t_end, expires_at_ms, sealed_body
+FROM records WHERE scope_ref = ? AND record_id = ?;
+
+-- name: tombstone_record
+UPDATE records SET state = 'tombstoned', sealed_body = NULL, updated_at_ms = ?
+WHERE scope_ref = ? AND record_id = ?;
+
+-- name: tombstoned_digest_match
+SELECT count(*) FROM records
+WHERE scope_ref = ? AND state = 'tombstoned' AND (payload_digest = ? OR guard_digest = ?);
+
+-- name: put_key
+INSERT INTO item_keys (scope_ref, item_id, wrapped_key) VALUES (?, ?, ?);
+
+-- name: get_key
+SELECT wrapped_key FROM item_keys WHERE scope_ref = ? AND item_id = ?;
+
+-- name: destroy_key
+DELETE FROM item_keys WHERE scope_ref = ? AND item_id = ?;
+
+-- name: insert_document
+INSERT INTO lexical_documents (scope_ref, record_id, field_lengths_json, valid_t_end) VALUES (?, ?, ?, ?);
+
+-- name: insert_posting
+INSERT INTO lexical_postings (scope_ref, term_hash, record_id, field, tf) VALUES (?, ?, ?, ?, ?);
+
+-- name: delete_document
+DELETE FROM lexical_documents WHERE scope_ref = ? AND record_id = ?;
+
+-- name: delete_postings
+DELETE FROM lexical_postings WHERE scope_ref = ? AND record_id = ?;
+
+-- name: eligible_documents
+-- The visibility predicate of SPEC §8 that needs no plaintext: accepted_current, accepted and
+-- recorded at or before system_as_of, valid at valid_as_of, not expired at now.
+SELECT d.record_id, d.field_lengths_json, d.valid_t_end
+FROM lexical_documents d JOIN records r USING (scope_ref, record_id)
+WHERE d.scope_ref = ? AND r.state = 'accepted_current'
+  AND r.accept_cursor <= ? AND r.recorded_cursor <= ?
+  AND r.valid_t <= ? AND (r.valid_t_end IS NULL OR ? <= r.valid_t_end)
+  AND (r.expires_at_ms IS NULL OR ? < r.expires_at_ms);
+
+-- name: postings_for_terms
+SELECT term_hash, record_id, field, tf FROM lexical_postings
+WHERE scope_ref = ? AND list_contains(?, term_hash);
+
+-- name: get_idempotency
+SELECT tool, operation_digest, state, result_json FROM idempotency
+WHERE scope_ref = ? AND principal_ref = ? AND key_digest = ?;
+
+-- name: put_idempotency
+INSERT INTO idempotency (scope_ref, principal_ref, key_digest, tool, operation_digest, state, result_json, created_at_ms)
+VALUES (?, ?, ?, ?, ?, 'completed', ?, ?);
+
+-- name: consume_confirmation
+INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?);
+
+-- name: confirmation_used
+SELECT count(*) FROM consumed_confirmations WHERE jti = ?;

@@ -1,0 +1,166 @@
+"""`engram_memory_capture`: submit a pending, sealed candidate (SPEC §4.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.digests import (
+    candidate_id_for,
+    guard_digest,
+    operation_digest,
+    payload_digest,
+)
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.inputs import check_capture_time_rules
+from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.contract.types import format_instant, parse_instant
+from engram_memory.store import journal, memory
+from engram_memory.tools import steps
+from engram_memory.tools.records import asserted_trust, build_record, effective_payload
+from engram_memory.tools.runtime import CallContext, one_way_ref
+
+
+def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | None:
+    """Ask `engram.retention`; return the effective `expires_at` Instant, if any.
+
+    Raises:
+        ToolError: UNAUTHORIZED when retention is not permitted for this binding.
+    """
+    retention = payload.get("retention") or {}
+    given = retention.get("expires_at")
+    result = ctx.services.decider.retention(
+        ctx.subject,
+        ctx.now_ms,
+        str(retention.get("derivative_rule", "make-ineligible")),
+        None if given is None else parse_instant(given),
+    )
+    ctx.record(result.decision)
+    if not result.allow:
+        raise ToolError(ErrorCode.UNAUTHORIZED, "retention denied")
+    if given is not None:
+        return str(given)
+    return None if result.expires_at_ms is None else format_instant(result.expires_at_ms)
+
+
+def _check_reconciliation(ctx: CallContext, payload: Mapping[str, Any]) -> None:
+    families = list((payload.get("reconciliation") or {}).get("family_refs", []))
+    result = ctx.services.decider.reconciliation(ctx.subject, families)
+    ctx.record(result.decision)
+    if not result.allow:
+        raise ToolError(ErrorCode.UNAUTHORIZED, "reconciliation consent missing")
+
+
+def capture(
+    ctx: CallContext, parsed: ParsedArguments, confirmation: object
+) -> dict[str, JsonValue]:
+    """Run capture after schema validation; returns the output value.
+
+    Raises:
+        ToolError / ProtocolRefusal: per SPEC §4.3 and the processing order of §1.8.
+    """
+    args = parsed.arguments
+    check_capture_time_rules(parsed.model, ctx.now_ms)
+    op_digest = operation_digest(ctx.tool, args)
+    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
+    ctx.record(need.decision)
+    steps.pass_confirmation_gate(
+        ctx,
+        confirmation,
+        target=op_digest,
+        op_digest=op_digest,
+        required=need.required,
+        ttl_s=need.ttl_seconds,
+    )
+    authz = steps.authorize(ctx)
+    ctx.idempotency_key_digest = steps.idempotency_key_digest(str(args["idempotency_key"]))
+    with ctx.services.database.transaction() as tx:
+        replay = steps.stored_result(tx, ctx, op_digest)
+    if replay is not None:
+        # A replay answers with the first result's fields; nothing new is decided or written.
+        ctx.target_ids.append(str(replay["candidate_id"]))
+        return {**replay, "status": "duplicate_exact"}
+
+    payload: Mapping[str, Any] = args["payload"]
+    expires_at = _resolve_retention(ctx, payload)
+    _check_reconciliation(ctx, payload)
+    effective = effective_payload(payload, ctx.scope_ref, expires_at)
+    source_ref = one_way_ref("capture-source", f"{ctx.scope_ref}\0{ctx.invocation.principal}")
+    candidate_id = candidate_id_for(source_ref, str(args["idempotency_key"]))
+    ctx.target_ids.append(candidate_id)
+    evidence: Mapping[str, Any] = args["evidence"]
+    trust = asserted_trust(
+        str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
+    )
+    authorization_digest = authz.decision.receipt.receipt_digest
+    ctx.check_deadline()
+
+    with ctx.services.database.transaction() as tx:
+        if steps.stored_result(tx, ctx, op_digest) is not None:
+            raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "concurrent first use of key")
+        cursor = journal.head(tx, ctx.scope_ref)[0] + 1
+        record = build_record(
+            effective,
+            recorded_at=ctx.now_instant,
+            recorded_cursor=str(cursor),
+            authorization_receipt_digest=authorization_digest,
+            trust=trust,
+        )
+        event = journal.append(
+            tx,
+            ctx.scope_ref,
+            event_id=f"capture:{candidate_id}",
+            operation="capture",
+            target_id=candidate_id,
+            fields={
+                "digests": {
+                    "payload_digest": record["payload_digest"],
+                    "record_digest": record["record_digest"],
+                },
+                "recorded_at": ctx.now_instant,
+                "principal_ref": ctx.principal_ref,
+                "authorization_receipt_digest": authorization_digest,
+            },
+        )
+        sealed = steps.seal_item(
+            tx,
+            ctx,
+            candidate_id,
+            {
+                "schema_version": 1,
+                "payload": effective,
+                "evidence": dict(evidence),
+                "authorization_receipt_digest": authorization_digest,
+                "trust": trust,
+                "recorded_at": ctx.now_instant,
+            },
+        )
+        memory.insert_candidate(
+            tx,
+            ctx.scope_ref,
+            memory.CandidateRow(
+                candidate_id=candidate_id,
+                state="pending",
+                principal_ref=ctx.principal_ref,
+                payload_digest=str(record["payload_digest"]),
+                guard_digest=guard_digest(effective),
+                record_digest=str(record["record_digest"]),
+                record_id=str(record["record_id"]),
+                capture_cursor=event.cursor,
+                sealed_body=sealed,
+            ),
+            ctx.now_ms,
+        )
+        output: dict[str, JsonValue] = {
+            "status": "committed_pending",
+            "candidate_id": candidate_id,
+            "record_digest": record["record_digest"],
+            "cursor": event.cursor_text,
+            "transaction_receipt_digest": steps.transaction_receipt_digest(
+                ctx, op_digest, event.event_hash, event.cursor_text
+            ),
+        }
+        steps.remember_result(tx, ctx, op_digest, output)
+        steps.write_audit(tx, ctx, "ok")
+    return output

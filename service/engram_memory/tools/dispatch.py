@@ -1,0 +1,175 @@
+"""One entry for every call: the processing order of SPEC §1.8, failure mapping, audit.
+
+Order: tool name → trusted context → visibility → purpose_ref → schema and secrets →
+(per tool) confirmation gate → authorization → idempotency → target and operation. The first
+failure decides. Every outcome, allowed or refused, leaves exactly one audit entry; if that
+entry cannot be written the call fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.envelope import failure_envelope, success_envelope
+from engram_memory.contract.errors import (
+    ErrorCode,
+    ProtocolCode,
+    ProtocolRefusal,
+    ToolError,
+)
+from engram_memory.contract.parsing import (
+    ParsedArguments,
+    check_bound_purpose,
+    decode_arguments,
+    validate_arguments,
+)
+from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
+from engram_memory.contract.types import ToolName
+from engram_memory.crypto.sealing import SealBroken
+from engram_memory.host.context import InvocationContext, verify_invocation
+from engram_memory.host.tokens import TokenInvalid
+from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
+from engram_memory.store.database import StoreUnavailable
+from engram_memory.store.journal import JournalCorrupt, JournalIntentConflict
+from engram_memory.tools import admission, capture, get, lifecycle, search, steps
+from engram_memory.tools.runtime import CallContext, Services
+
+log = logging.getLogger("engram_memory.calls")
+
+_READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
+
+ToolHandler = Callable[[CallContext, ParsedArguments, object], dict[str, JsonValue]]
+
+_HANDLERS: dict[str, ToolHandler] = {
+    "engram_memory_search": lambda ctx, parsed, _c: search.search(ctx, parsed),
+    "engram_memory_get": lambda ctx, parsed, _c: get.get(ctx, parsed),
+    "engram_memory_capture": capture.capture,
+    "engram_memory_request_admission": admission.request_admission,
+    "engram_memory_withdraw": lifecycle.withdraw,
+    "engram_memory_forget": lifecycle.forget,
+}
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    tool: str
+    arguments: object
+    invocation_token: object
+    confirmation_token: object = None
+
+
+class MemoryService:
+    """The six tools over one store and one policy decider."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def _bind(self, token: object) -> InvocationContext:
+        try:
+            return verify_invocation(
+                token, self.services.host_keys, self.services.clock_ms() / 1000
+            )
+        except TokenInvalid as exc:
+            raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
+
+    def _visible(self, invocation: InvocationContext, ctx: CallContext) -> frozenset[str]:
+        result = self.services.decider.discovery(
+            ctx.subject, self.services.settings.host_memory_enabled
+        )
+        ctx.record(result.decision)
+        return result.visible_tools
+
+    def list_tools(self, invocation_token: object) -> list[ToolSpec]:
+        """The tools this binding may see (deny-as-missing).
+
+        Raises:
+            ProtocolRefusal: the context is missing/invalid, or policy cannot be consulted.
+        """
+        invocation = self._bind(invocation_token)
+        ctx = CallContext(self.services, invocation, "tools/list", self.services.clock_ms())
+        try:
+            visible = self._visible(invocation, ctx)
+        except (PolicyUnavailable, PolicyStale) as exc:
+            # Never an empty list for an outage: the host must see that the binding failed.
+            raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "policy unavailable") from exc
+        return [spec for name, spec in TOOL_SPECS.items() if name in visible]
+
+    def call_tool(self, request: CallRequest) -> dict[str, JsonValue]:
+        """Run one tool call and return its envelope.
+
+        Raises:
+            ProtocolRefusal: -32602 / -32603 per SPEC §1.7 (audited when a scope is known).
+        """
+        if request.tool not in TOOL_SPECS:
+            raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "unknown tool name")
+        invocation = self._bind(request.invocation_token)
+        ctx = CallContext(self.services, invocation, request.tool, self.services.clock_ms())
+        try:
+            envelope = self._run(ctx, request)
+        except ProtocolRefusal as refusal:
+            self._audit_outcome(ctx, f"rpc:{refusal.code.rpc_code}", refusal.detail)
+            raise
+        except ToolError as error:
+            envelope = failure_envelope(error.code, invocation.audit_id)
+            self._audit_outcome(ctx, error.code.name, error.detail)
+            return envelope
+        if not ctx.audited:
+            self._audit_outcome(ctx, "ok", "")
+        return envelope
+
+    def _audit_outcome(self, ctx: CallContext, outcome: str, detail: str) -> None:
+        """Audit an outcome the tool did not audit itself.
+
+        Raises:
+            ToolError: STORE_UNAVAILABLE when the entry cannot be written (fail closed).
+        """
+        if ctx.audited:
+            return
+        try:
+            with self.services.database.transaction() as tx:
+                steps.write_audit(tx, ctx, outcome, detail)
+        except StoreUnavailable as exc:
+            log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome)
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "audit write failed") from exc
+
+    def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
+        try:
+            if request.tool not in self._visible(ctx.invocation, ctx):
+                raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
+            tool = ToolName(request.tool)
+            arguments = decode_arguments(request.arguments)
+            check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
+            parsed = validate_arguments(tool, arguments)
+            ctx.check_deadline()
+            value = _HANDLERS[request.tool](ctx, parsed, request.confirmation_token)
+            return success_envelope(value, ctx.invocation.audit_id)
+        except (ProtocolRefusal, ToolError):
+            raise
+        except PolicyStale as exc:
+            raise ToolError(ErrorCode.POLICY_STALE, "policy stale") from exc
+        except PolicyUnavailable as exc:
+            raise ToolError(ErrorCode.POLICY_UNAVAILABLE, "policy unavailable") from exc
+        except JournalIntentConflict as exc:
+            raise ToolError(ErrorCode.DIGEST_CONFLICT, "journal intent conflict") from exc
+        except JournalCorrupt as exc:
+            raise ToolError(ErrorCode.JOURNAL_CORRUPT, "journal corrupt") from exc
+        except SealBroken as exc:
+            raise ToolError(ErrorCode.BLOB_MISSING, "sealed body does not open") from exc
+        except StoreUnavailable as exc:
+            code = (
+                ErrorCode.STORE_UNAVAILABLE
+                if request.tool in _READ_TOOLS
+                else ErrorCode.MUTATION_OUTCOME_UNKNOWN
+            )
+            raise ToolError(code, "store failure") from exc
+        except Exception as exc:
+            log.exception("unexpected failure in %s", ctx.tool)
+            code = (
+                ErrorCode.CAPABILITY_UNAVAILABLE
+                if request.tool in _READ_TOOLS
+                else ErrorCode.MUTATION_OUTCOME_UNKNOWN
+            )
+            raise ToolError(code, type(exc).__name__) from exc

@@ -1,0 +1,56 @@
+"""`engram_memory_get`: read one eligible record, redacted, with a read receipt (SPEC §4.2)."""
+
+from __future__ import annotations
+
+from engram_memory.contract.canonical import JsonValue, canonical_json
+from engram_memory.contract.digests import digest, with_digest
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.search.packets import packet_budget
+from engram_memory.tools import reading, steps
+from engram_memory.tools.runtime import CallContext
+
+DEFAULT_MAX_PACKET_BYTES = 65_536
+
+
+def get(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
+    """Raises: ToolError: NOT_FOUND (unknown, foreign, ineligible alike), PROJECTION_OVERSIZED."""
+    args = parsed.arguments
+    record_id = str(args["record_id"])
+    ctx.target_ids.append(record_id)
+    authz = steps.authorize(ctx)
+    with ctx.services.database.transaction() as tx:
+        as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
+        record = reading.revalidated_record(tx, ctx, record_id, as_of)
+    if record is None:
+        raise ToolError(ErrorCode.NOT_FOUND, "record not available")
+    view, omitted, redaction_digest = reading.redacted_view(ctx, authz, record)
+    read_receipt = with_digest(
+        "read-receipt",
+        {
+            "record_id": record_id,
+            "record_digest": record["record_digest"],
+            "valid_as_of": as_of.valid_as_of,
+            "system_as_of": str(as_of.system_as_of),
+            "validated_through_cursor": str(as_of.system_as_of),
+            "authorization_receipt_digest": authz.decision.receipt.receipt_digest,
+            "revalidation_receipt_digest": reading.revalidation_receipt_digest(
+                [record_id], as_of, ctx.now_instant
+            ),
+            "checked_at": ctx.now_instant,
+        },
+    )
+    packet: dict[str, JsonValue] = {
+        "record": view,
+        "redacted_fields": omitted,
+        "redaction_receipt_digest": redaction_digest,
+        "read_receipt": read_receipt,
+    }
+    packet["packet_digest"] = digest("read-packet", packet, field="packet_digest")
+    budget = packet_budget(
+        int(args.get("max_packet_bytes", DEFAULT_MAX_PACKET_BYTES)),
+        authz.redaction.max_packet_bytes,
+    )
+    if len(canonical_json(packet)) > budget:
+        raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "record over packet budget")
+    return packet

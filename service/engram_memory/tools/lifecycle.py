@@ -1,0 +1,160 @@
+"""`engram_memory_withdraw` and `engram_memory_forget`: confirmed, key-destroying transitions.
+
+Both always need a host confirmation (SPEC §7) and both destroy the item key in the same
+transaction as the journal event, so the content is unrecoverable the moment the call commits.
+"""
+
+from __future__ import annotations
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.digests import digest, operation_digest
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.store import journal, memory
+from engram_memory.tools import indexing, steps
+from engram_memory.tools.runtime import CallContext
+
+TERMINAL_CANDIDATE_STATES = frozenset({"rejected", "withdrawn", "promoted"})
+# Every projection a forget must purge; the coverage receipt names them.
+PROJECTIONS = ("lexical_index",)
+
+
+def _gate(ctx: CallContext, parsed: ParsedArguments, target: str, confirmation: object) -> str:
+    op_digest = operation_digest(ctx.tool, parsed.arguments)
+    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
+    ctx.record(need.decision)
+    # SPEC §7: withdraw and forget need confirmation whatever policy data says.
+    steps.pass_confirmation_gate(
+        ctx,
+        confirmation,
+        target=target,
+        op_digest=op_digest,
+        required=True,
+        ttl_s=need.ttl_seconds,
+    )
+    steps.authorize(ctx)
+    ctx.idempotency_key_digest = steps.idempotency_key_digest(
+        str(parsed.arguments["idempotency_key"])
+    )
+    return op_digest
+
+
+def _receipt(
+    ctx: CallContext,
+    event: journal.JournalEvent,
+    op_digest: str,
+    operation: str,
+    from_state: str,
+    to_state: str,
+) -> dict[str, JsonValue]:
+    authz = next(d for d in ctx.decisions if d.path.endswith("authz/decision"))
+    return {
+        "event_id": event.event_id,
+        "operation": operation,
+        "from_state": from_state,
+        "to_state": to_state,
+        "cursor": event.cursor_text,
+        "event_digest": event.event_hash,
+        "authorization_receipt_digest": authz.receipt.receipt_digest,
+        "transaction_receipt_digest": steps.transaction_receipt_digest(
+            ctx, op_digest, event.event_hash, event.cursor_text
+        ),
+    }
+
+
+def withdraw(
+    ctx: CallContext, parsed: ParsedArguments, confirmation: object
+) -> dict[str, JsonValue]:
+    """Raises: ToolError / ProtocolRefusal per SPEC §4.5."""
+    candidate_id = str(parsed.arguments["candidate_id"])
+    ctx.target_ids.append(candidate_id)
+    op_digest = _gate(ctx, parsed, candidate_id, confirmation)
+    ctx.check_deadline()
+    with ctx.services.database.transaction() as tx:
+        replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is not None:
+            return {**replay, "replayed": True}
+        candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+        if candidate is None:
+            raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown or foreign")
+        if candidate.state in TERMINAL_CANDIDATE_STATES:
+            raise ToolError(ErrorCode.ALREADY_TERMINAL, "candidate terminal")
+        event = journal.append(
+            tx,
+            ctx.scope_ref,
+            event_id=f"withdraw:{candidate_id}",
+            operation="withdraw",
+            target_id=candidate_id,
+            fields={
+                "digests": {
+                    "reason_digest": digest(
+                        "reason", {"reason_ref": parsed.arguments["reason_ref"]}
+                    )
+                },
+                "recorded_at": ctx.now_instant,
+                "principal_ref": ctx.principal_ref,
+            },
+        )
+        memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
+        memory.destroy_item_key(tx, ctx.scope_ref, candidate_id)
+        output: dict[str, JsonValue] = {
+            "receipt": _receipt(ctx, event, op_digest, "withdraw", "pending", "withdrawn"),
+            "replayed": False,
+            "key_destruction": "complete",
+        }
+        steps.remember_result(tx, ctx, op_digest, output)
+        steps.write_audit(tx, ctx, "ok")
+    return output
+
+
+def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> dict[str, JsonValue]:
+    """Raises: ToolError / ProtocolRefusal per SPEC §4.6."""
+    record_id = str(parsed.arguments["record_id"])
+    ctx.target_ids.append(record_id)
+    op_digest = _gate(ctx, parsed, record_id, confirmation)
+    ctx.check_deadline()
+    with ctx.services.database.transaction() as tx:
+        replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is not None:
+            return {**replay, "replayed": True}
+        record = memory.get_record(tx, ctx.scope_ref, record_id)
+        if record is None:
+            raise ToolError(ErrorCode.NOT_FOUND, "record unknown or foreign")
+        if record.state == "tombstoned":
+            raise ToolError(ErrorCode.ALREADY_TERMINAL, "record tombstoned")
+        event = journal.append(
+            tx,
+            ctx.scope_ref,
+            event_id=f"tombstone:{record_id}",
+            operation="tombstone",
+            target_id=record_id,
+            fields={
+                "digests": {
+                    "record_digest": record.record_digest,
+                    "reason_digest": digest(
+                        "reason", {"reason_ref": parsed.arguments["reason_ref"]}
+                    ),
+                },
+                "recorded_at": ctx.now_instant,
+                "principal_ref": ctx.principal_ref,
+            },
+        )
+        memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
+        indexing.purge_record(tx, ctx, record_id)
+        memory.destroy_item_key(tx, ctx.scope_ref, record_id)
+        output: dict[str, JsonValue] = {
+            "receipt": _receipt(ctx, event, op_digest, "tombstone", record.state, "tombstoned"),
+            "replayed": False,
+            "projection_invalidation": "complete",
+            "coverage_receipt_digest": digest(
+                "projection-coverage",
+                {
+                    "record_id": record_id,
+                    "cursor": event.cursor_text,
+                    "projections": sorted(PROJECTIONS),
+                },
+            ),
+        }
+        steps.remember_result(tx, ctx, op_digest, output)
+        steps.write_audit(tx, ctx, "ok")
+    return output

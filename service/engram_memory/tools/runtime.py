@@ -1,0 +1,107 @@
+"""What every tool needs for one call: the services, the bound caller, and the call's clock.
+
+A `CallContext` is built once per call after the invocation context verified; tools never read
+the wall clock themselves, so one capture instant serves every check of a call (SPEC §4.3).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engram_memory.contract.digests import domain_digest
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.types import format_instant
+from engram_memory.crypto.keys import RootKey
+from engram_memory.host.context import InvocationContext
+from engram_memory.host.keys import HostKeyring
+from engram_memory.policy.decider import PolicyDecider, Subject
+from engram_memory.policy.receipts import Decision
+from engram_memory.store.database import Database
+
+
+def one_way_ref(kind: str, value: str) -> str:
+    """A stable one-way reference for identities and keys that must not be stored raw.
+
+    Unkeyed on purpose: an auditor who knows a principal's id can find its entries.
+    """
+    return domain_digest(f"engram-memory/{kind}/v1\0", value)
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    host_memory_enabled: bool = True
+    # SPEC §4.1: default response ceiling; policy may lower it per binding.
+    response_ceiling_bytes: int = 2_097_152
+
+
+@dataclass
+class Services:
+    """Long-lived collaborators shared by all calls."""
+
+    database: Database
+    decider: PolicyDecider
+    root_key: RootKey
+    host_keys: HostKeyring
+    settings: ServiceSettings = field(default_factory=ServiceSettings)
+    clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+
+
+@dataclass
+class CallContext:
+    """One call's binding, clock and the policy decisions gathered so far."""
+
+    services: Services
+    invocation: InvocationContext
+    tool: str
+    now_ms: int
+    decisions: list[Decision] = field(default_factory=list)
+    target_ids: list[str] = field(default_factory=list)
+    idempotency_key_digest: str = ""
+    # Set once a tool wrote its audit entry inside its own transaction; the dispatcher audits
+    # every other outcome (reads, replays, refusals) itself.
+    audited: bool = False
+
+    @property
+    def scope_ref(self) -> str:
+        return self.invocation.scope_ref
+
+    @property
+    def principal_ref(self) -> str:
+        return one_way_ref("principal", f"{self.invocation.tenant}\0{self.invocation.principal}")
+
+    @property
+    def agent_ref(self) -> str:
+        return one_way_ref("agent", self.invocation.agent_id)
+
+    @property
+    def session_ref(self) -> str:
+        return one_way_ref("session", self.invocation.session)
+
+    @property
+    def now_instant(self) -> str:
+        return format_instant(self.now_ms)
+
+    @property
+    def subject(self) -> Subject:
+        inv = self.invocation
+        return Subject(
+            tenant=inv.tenant,
+            workspace=inv.workspace,
+            principal=inv.principal,
+            agent_id=inv.agent_id,
+            purpose_ref=inv.purpose_ref,
+            host_id=inv.host_id,
+        )
+
+    def record(self, decision: Decision) -> Decision:
+        """Keep a decision so its receipt lands in this call's audit entry."""
+        self.decisions.append(decision)
+        return decision
+
+    def check_deadline(self) -> None:
+        """Raises: ToolError: DEADLINE_EXCEEDED once the host's deadline has passed."""
+        deadline = self.invocation.deadline_ms
+        if deadline is not None and self.services.clock_ms() > deadline:
+            raise ToolError(ErrorCode.DEADLINE_EXCEEDED, "host deadline passed")

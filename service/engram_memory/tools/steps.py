@@ -1,0 +1,184 @@
+"""Steps every tool shares: authorize, gate, guard mutations, seal and open bodies, audit.
+
+Each step either returns what the next one needs or raises a `ToolError` with the contract's
+code; none of them swallows a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
+from engram_memory.contract.digests import digest
+from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.crypto.sealing import (
+    SealBroken,
+    new_data_key,
+    open_sealed,
+    seal,
+    unwrap_key,
+    wrap_key,
+)
+from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
+from engram_memory.host.tokens import TokenInvalid
+from engram_memory.policy.decider import AuthzResult
+from engram_memory.store import audit, memory
+from engram_memory.store.database import Transaction
+from engram_memory.tools.runtime import CallContext, one_way_ref
+
+
+def authorize(ctx: CallContext) -> AuthzResult:
+    """Base authorization for the tool in the bound scope.
+
+    Raises:
+        ToolError: UNAUTHORIZED when policy denies; POLICY_* from the decider.
+    """
+    result = ctx.services.decider.authz(ctx.subject, ctx.tool)
+    ctx.record(result.decision)
+    if not result.allow:
+        raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")
+    return result
+
+
+def pass_confirmation_gate(
+    ctx: CallContext, token: object, *, target: str, op_digest: str, required: bool, ttl_s: int
+) -> None:
+    """Verify and consume a host confirmation where one is required (SPEC §7).
+
+    The `jti` is consumed in its own transaction the moment the gate passes, so it is spent
+    whatever the call's outcome.
+
+    Raises:
+        ProtocolRefusal: -32603 when a required confirmation reference is absent.
+        ToolError: gate_failed when present but invalid, expired, reused or mis-bound.
+    """
+    if not required:
+        return
+    if token is None:
+        raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "confirmation missing")
+    binding = ConfirmationBinding(
+        cap=ctx.tool,
+        target=target,
+        op=op_digest,
+        session=ctx.invocation.session,
+        principal=ctx.invocation.principal,
+    )
+    try:
+        verified = verify_confirmation(
+            token, ctx.services.host_keys, binding, max_ttl_s=ttl_s, now_s=ctx.now_ms / 1000
+        )
+    except TokenInvalid as exc:
+        raise ToolError(ErrorCode.gate_failed, f"confirmation refused: {exc}") from exc
+    with ctx.services.database.transaction() as tx:
+        if memory.confirmation_used(tx, verified.jti):
+            raise ToolError(ErrorCode.gate_failed, "confirmation already used")
+        memory.consume_confirmation(tx, verified.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
+
+
+def idempotency_key_digest(key: str) -> str:
+    return one_way_ref("idempotency-key", key)
+
+
+def stored_result(tx: Transaction, ctx: CallContext, op_digest: str) -> dict[str, JsonValue] | None:
+    """The first result of this (scope, principal, key), or None if the key is new.
+
+    Raises:
+        ToolError: DIGEST_CONFLICT when the key is bound to another operation.
+    """
+    row = memory.get_idempotency(tx, ctx.scope_ref, ctx.principal_ref, ctx.idempotency_key_digest)
+    if row is None:
+        return None
+    if row.tool != ctx.tool or row.operation_digest != op_digest:
+        raise ToolError(ErrorCode.DIGEST_CONFLICT, "idempotency key bound elsewhere")
+    result: dict[str, JsonValue] = json.loads(row.result_json)
+    return result
+
+
+def remember_result(
+    tx: Transaction, ctx: CallContext, op_digest: str, result: Mapping[str, JsonValue]
+) -> None:
+    memory.put_idempotency(
+        tx,
+        ctx.scope_ref,
+        ctx.principal_ref,
+        ctx.idempotency_key_digest,
+        tool=ctx.tool,
+        operation_digest=op_digest,
+        result_json=canonical_text(dict(result)),
+        now_ms=ctx.now_ms,
+    )
+
+
+def seal_item(
+    tx: Transaction, ctx: CallContext, item_id: str, body: Mapping[str, JsonValue]
+) -> bytes:
+    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key."""
+    data_key = new_data_key()
+    scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
+    memory.put_item_key(
+        tx, ctx.scope_ref, item_id, wrap_key(scope_key, data_key, ctx.scope_ref, item_id)
+    )
+    return seal(data_key, canonical_json(dict(body)), ctx.scope_ref, item_id)
+
+
+def open_item(
+    tx: Transaction, ctx: CallContext, item_id: str, sealed: bytes | None
+) -> dict[str, JsonValue]:
+    """Open a sealed body of this scope.
+
+    Raises:
+        ToolError: BLOB_MISSING when the body or its key is gone or does not open.
+    """
+    wrapped = memory.get_item_key(tx, ctx.scope_ref, item_id)
+    if sealed is None or wrapped is None:
+        raise ToolError(ErrorCode.BLOB_MISSING, "sealed body or item key missing")
+    scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
+    try:
+        data_key = unwrap_key(scope_key, wrapped, ctx.scope_ref, item_id)
+        body: dict[str, JsonValue] = json.loads(
+            open_sealed(data_key, sealed, ctx.scope_ref, item_id)
+        )
+    except (SealBroken, ValueError) as exc:
+        raise ToolError(ErrorCode.BLOB_MISSING, "sealed body does not open") from exc
+    return body
+
+
+def transaction_receipt_digest(
+    ctx: CallContext, op_digest: str, event_hash: str, cursor: str
+) -> str:
+    return digest(
+        "tool-transaction",
+        {
+            "tool": ctx.tool,
+            "operation_digest": op_digest,
+            "cursor": cursor,
+            "event_hash": event_hash,
+            "decision_receipt_digests": [d.receipt.receipt_digest for d in ctx.decisions],
+        },
+    )
+
+
+def write_audit(tx: Transaction, ctx: CallContext, outcome: str, detail: str = "") -> None:
+    """Append this call's audit entry in `tx` (the call fails if this fails)."""
+    identity = ctx.services.decider.expected
+    audit.append(
+        tx,
+        audit.AuditRecord(
+            recorded_at=ctx.now_instant,
+            audit_id=ctx.invocation.audit_id,
+            scope_ref=ctx.scope_ref,
+            principal_ref=ctx.principal_ref,
+            agent_ref=ctx.agent_ref,
+            session_ref=ctx.session_ref,
+            tool=ctx.tool,
+            outcome=outcome,
+            bundle_digest=identity.digest,
+            bundle_revision=identity.revision,
+            target_ids=tuple(ctx.target_ids),
+            receipts=tuple(d.receipt for d in ctx.decisions),
+            idempotency_key_digest=ctx.idempotency_key_digest,
+            detail=detail,
+        ),
+    )
+    ctx.audited = True

@@ -1,0 +1,145 @@
+"""End-to-end harness: the real server process, the real MCP SDK client, real OPA and DuckDB.
+
+Every scenario runs against four deployments: {stdio, streamable HTTP} x {embedded Wasm
+engine, real `opa run --server`}. Nothing here mocks OPA, DuckDB or the transport.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import StdioServerParameters
+
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.host.keys import HostSigningKey
+from engram_memory.policy.bundle import default_bundle_dir
+from engram_memory.policy.opa_server import start_opa_server
+from engram_memory.reference_host import Binding, ReferenceHost, connect
+
+ALICE = Binding(
+    tenant="acme",
+    workspace="support",
+    principal="user:alice",
+    purpose_ref="purpose:support-case",
+)
+CAROL = Binding(
+    tenant="globex",
+    workspace="main",
+    principal="user:carol",
+    purpose_ref="purpose:support-case",
+)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    transport: str
+    engine: str
+    data_dir: Path
+    env: dict[str, str]
+    signer: HostSigningKey
+    url: str | None = None
+
+    @asynccontextmanager
+    async def host(
+        self, binding: Binding = ALICE, mode: str = "auto"
+    ) -> AsyncIterator[ReferenceHost]:
+        server: StdioServerParameters | str
+        if self.url is not None:
+            server = self.url
+        else:
+            server = StdioServerParameters(
+                command=sys.executable,
+                args=["-m", "engram_memory.cli", "serve", "--transport", "stdio"],
+                env=self.env,
+            )
+        async with connect(server, self.signer, binding, mode=mode) as host:
+            yield host
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def host_secrets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return init_host_dir(tmp_path_factory.mktemp("secrets"))
+
+
+@pytest.fixture(scope="session")
+def opa_url() -> Iterator[str]:
+    """A real OPA server on 127.0.0.1 serving the shipped bundle."""
+    with start_opa_server(default_bundle_dir() / "bundle.tar.gz") as url:
+        yield url
+
+
+def _wait_until_listening(url: str, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(400):
+        if process.poll() is not None:
+            raise RuntimeError("server exited during start-up")
+        try:
+            httpx.get(url, timeout=0.5)
+            return
+        except httpx.TransportError:
+            try:
+                process.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+    raise RuntimeError("server never listened")
+
+
+@pytest.fixture(params=["stdio-embedded", "http-embedded", "stdio-opa", "http-opa"])
+def deployment(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    host_secrets: tuple[Path, Path, Path],
+) -> Iterator[Deployment]:
+    transport, engine = str(request.param).split("-")
+    root_key, signing_key, public_keys = host_secrets
+    data_dir = tmp_path / "data"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "ENGRAM_DATA_DIR": str(data_dir),
+        "ENGRAM_HOST_KEYS": str(public_keys),
+        "ENGRAM_ROOT_KEY": str(root_key),
+        "ENGRAM_MEMORY_ENABLED": "true",
+        "ENGRAM_POLICY": "embedded",
+    }
+    if engine == "opa":
+        env["ENGRAM_POLICY"] = request.getfixturevalue("opa_url")
+    signer = HostSigningKey.from_pem_file(signing_key)
+    if transport == "stdio":
+        yield Deployment(transport, engine, data_dir, env, signer)
+        return
+    port = _free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engram_memory.cli",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+        ],
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        _wait_until_listening(url, process)
+        yield Deployment(transport, engine, data_dir, env, signer, url)
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
