@@ -47,6 +47,14 @@ class Deployment:
     env: dict[str, str]
     signer: HostSigningKey
     url: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        """Stop the HTTP server so the store file can be inspected (stdio servers exit with
+        their client)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=20)
 
     @asynccontextmanager
     async def host(
@@ -139,7 +147,8 @@ def deployment(
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         _wait_until_listening(url, process)
-        yield Deployment(transport, engine, data_dir, env, signer, url)
+        yield Deployment(transport, engine, data_dir, env, signer, url, process)
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=20)

@@ -97,9 +97,9 @@ def append(tx: Transaction, record: AuditRecord) -> str:
     values[9] = json.dumps(entry["target_ids"])
     values[10] = json.dumps(entry["receipt_digests"])
     tx.execute(_Q["insert"], [*values, entry_hash])
-    for receipt in record.receipts:
-        tx.execute(
-            _Q["insert_receipt"],
+    tx.executemany(
+        _Q["insert_receipt"],
+        [
             [
                 receipt.decision_id,
                 record.audit_id,
@@ -114,8 +114,10 @@ def append(tx: Transaction, record: AuditRecord) -> str:
                 json.dumps(list(receipt.reasons)),
                 receipt.decided_at_ms,
                 receipt.receipt_digest,
-            ],
-        )
+            ]
+            for receipt in record.receipts
+        ],
+    )
     return entry_hash
 
 

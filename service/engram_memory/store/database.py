@@ -29,6 +29,13 @@ class StoreUnavailable(EngramError):
     """The store could not complete an operation; maps to STORE_UNAVAILABLE."""
 
 
+class CommitOutcomeUnknown(StoreUnavailable):
+    """COMMIT itself failed: the transaction may or may not be durable (MUTATION_OUTCOME_UNKNOWN).
+
+    Any failure before COMMIT rolls back and is a definite STORE_UNAVAILABLE instead.
+    """
+
+
 class StoreVersionSkew(EngramError):
     """The file was written by a newer (or foreign) schema; the service refuses to start."""
 
@@ -134,7 +141,7 @@ class Database:
             try:
                 self._connection.execute("COMMIT")
             except duckdb.Error as exc:
-                raise StoreUnavailable("commit failed") from exc
+                raise CommitOutcomeUnknown("commit failed") from exc
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from engram_memory.store.database import Transaction, load_queries
 
@@ -137,10 +138,7 @@ def insert_record(
     )
 
 
-def get_record(tx: Transaction, scope_ref: str, record_id: str) -> RecordRow | None:
-    row = tx.fetchone(_Q["get_record"], [scope_ref, record_id])
-    if row is None:
-        return None
+def _record_row(row: tuple[Any, ...]) -> RecordRow:
     return RecordRow(
         record_id=str(row[0]),
         state=str(row[1]),
@@ -154,6 +152,19 @@ def get_record(tx: Transaction, scope_ref: str, record_id: str) -> RecordRow | N
         expires_at_ms=None if row[9] is None else int(row[9]),
         sealed_body=None if row[10] is None else bytes(row[10]),
     )
+
+
+def get_record(tx: Transaction, scope_ref: str, record_id: str) -> RecordRow | None:
+    row = tx.fetchone(_Q["get_record"], [scope_ref, record_id])
+    return None if row is None else _record_row(row)
+
+
+def get_records(tx: Transaction, scope_ref: str, record_ids: Sequence[str]) -> dict[str, RecordRow]:
+    """Rows of the given ids in this scope, in one query (ids of other scopes are absent)."""
+    if not record_ids:
+        return {}
+    rows = tx.fetchall(_Q["get_records"], [scope_ref, list(record_ids)])
+    return {str(row[0]): _record_row(row) for row in rows}
 
 
 def tombstone_record(tx: Transaction, scope_ref: str, record_id: str, now_ms: int) -> None:

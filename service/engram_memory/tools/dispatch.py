@@ -32,7 +32,7 @@ from engram_memory.crypto.sealing import SealBroken
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
-from engram_memory.store.database import StoreUnavailable
+from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.store.journal import JournalCorrupt, JournalIntentConflict
 from engram_memory.tools import admission, capture, get, lifecycle, search, steps
 from engram_memory.tools.runtime import CallContext, Services
@@ -109,31 +109,30 @@ class MemoryService:
         ctx = CallContext(self.services, invocation, request.tool, self.services.clock_ms())
         try:
             envelope = self._run(ctx, request)
+            outcome, detail = "ok", ""
         except ProtocolRefusal as refusal:
+            # Audited when possible; the refusal stands either way.
             self._audit_outcome(ctx, f"rpc:{refusal.code.rpc_code}", refusal.detail)
             raise
         except ToolError as error:
             envelope = failure_envelope(error.code, invocation.audit_id)
-            self._audit_outcome(ctx, error.code.name, error.detail)
-            return envelope
-        if not ctx.audited:
-            self._audit_outcome(ctx, "ok", "")
+            outcome, detail = error.code.name, error.detail
+        if not self._audit_outcome(ctx, outcome, detail):
+            # No audit entry, no answer: an unaudited success must not reach the agent.
+            return failure_envelope(ErrorCode.STORE_UNAVAILABLE, invocation.audit_id)
         return envelope
 
-    def _audit_outcome(self, ctx: CallContext, outcome: str, detail: str) -> None:
-        """Audit an outcome the tool did not audit itself.
-
-        Raises:
-            ToolError: STORE_UNAVAILABLE when the entry cannot be written (fail closed).
-        """
+    def _audit_outcome(self, ctx: CallContext, outcome: str, detail: str) -> bool:
+        """Audit an outcome the tool did not audit itself; False if the entry failed."""
         if ctx.audited:
-            return
+            return True
         try:
             with self.services.database.transaction() as tx:
                 steps.write_audit(tx, ctx, outcome, detail)
-        except StoreUnavailable as exc:
+        except StoreUnavailable:
             log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome)
-            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "audit write failed") from exc
+            return False
+        return True
 
     def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
         try:
@@ -158,13 +157,11 @@ class MemoryService:
             raise ToolError(ErrorCode.JOURNAL_CORRUPT, "journal corrupt") from exc
         except SealBroken as exc:
             raise ToolError(ErrorCode.BLOB_MISSING, "sealed body does not open") from exc
+        except CommitOutcomeUnknown as exc:
+            raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "commit outcome unknown") from exc
         except StoreUnavailable as exc:
-            code = (
-                ErrorCode.STORE_UNAVAILABLE
-                if request.tool in _READ_TOOLS
-                else ErrorCode.MUTATION_OUTCOME_UNKNOWN
-            )
-            raise ToolError(code, "store failure") from exc
+            # Rolled back before COMMIT: definitely nothing written.
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "store failure") from exc
         except Exception as exc:
             log.exception("unexpected failure in %s", ctx.tool)
             code = (

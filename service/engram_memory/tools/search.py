@@ -125,10 +125,11 @@ def search(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
         statistics, matching, eligible_ids = _statistics_and_postings(tx, ctx, terms, as_of)
         ranked = rank_from_statistics(statistics, matching, terms, as_of.valid_as_of)
         candidate_ids = [r.record_id for r in ranked]
+        # Revalidation (SPEC §10.3) in the ranking snapshot: one query for all ranked ids.
         rows = {
-            r.record_id: row
-            for r in ranked
-            if (row := reading.eligible_row(tx, ctx, r.record_id, as_of)) is not None
+            record_id: row
+            for record_id, row in memory.get_records(tx, ctx.scope_ref, candidate_ids).items()
+            if reading.is_eligible(row, as_of, ctx.now_ms)
         }
         ordered = [r for r in ranked if r.record_id in rows]
         ordered_ids = [r.record_id for r in ordered]

@@ -23,6 +23,11 @@ SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_c
        valid_t, valid_t_end, expires_at_ms, sealed_body
 FROM records WHERE scope_ref = ? AND record_id = ?;
 
+-- name: get_records
+SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_cursor, accept_cursor,
+       valid_t, valid_t_end, expires_at_ms, sealed_body
+FROM records WHERE scope_ref = ? AND list_contains(?, record_id);
+
 -- name: tombstone_record
 UPDATE records SET state = 'tombstoned', sealed_body = NULL, updated_at_ms = ?
 WHERE scope_ref = ? AND record_id = ?;

@@ -1,0 +1,203 @@
+"""Per-tool latency over stdio through the real MCP SDK client (embedded policy engine).
+
+Usage: .venv/bin/python bench/tools_stdio.py [--rounds N] [--out bench/results]
+
+One server process, one client session, the reference host minting a fresh invocation
+context (and, for withdraw/forget, a confirmation) per call, exactly as a host would. Each
+round runs capture -> request_admission -> search -> get -> forget plus capture -> withdraw,
+so every measured call does real work. Latency is wall time from the client's send to the
+parsed result (JWS minting included, since every real host pays it). Writes
+`tools_stdio.json`, `tools_stdio.md` and `tools_stdio.png` into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import StdioServerParameters
+
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.demo import BINDING, demo_capture_arguments
+from engram_memory.host.keys import HostSigningKey
+from engram_memory.reference_host import ReferenceHost, connect
+
+APPROVER = "human:bench"
+TOOLS = (
+    "engram_memory_capture",
+    "engram_memory_request_admission",
+    "engram_memory_search",
+    "engram_memory_get",
+    "engram_memory_forget",
+    "engram_memory_withdraw",
+)
+
+
+async def _timed(samples: dict[str, list[float]], tool: str, call: Any) -> dict[str, Any]:
+    start = time.perf_counter()
+    outcome = await call
+    samples[tool].append((time.perf_counter() - start) * 1000)
+    if not outcome.envelope.get("ok"):
+        raise RuntimeError(f"{tool} failed: {outcome.envelope.get('error')}")
+    value: dict[str, Any] = outcome.envelope["output"]["value"]
+    return value
+
+
+async def _round(host: ReferenceHost, samples: dict[str, list[float]], i: int) -> None:
+    text = f"Refund approved for order {i} after courier loss number {uuid.uuid4().hex[:8]}."
+    captured = await _timed(
+        samples,
+        TOOLS[0],
+        host.call(TOOLS[0], demo_capture_arguments(text, f"bench-cap-{uuid.uuid4().hex}")),
+    )
+    admit_args = {
+        "candidate_id": captured["candidate_id"],
+        "idempotency_key": f"bench-adm-{uuid.uuid4().hex}",
+    }
+    outcome = await _timed(samples, TOOLS[1], host.call(TOOLS[1], admit_args))
+    record_id = outcome["outcome"]["record_id"]
+    await _timed(
+        samples,
+        TOOLS[2],
+        host.call(TOOLS[2], {"query": f"refund order {i}", "purpose_ref": BINDING.purpose_ref}),
+    )
+    await _timed(
+        samples,
+        TOOLS[3],
+        host.call(TOOLS[3], {"record_id": record_id, "purpose_ref": BINDING.purpose_ref}),
+    )
+    forget_args = {
+        "record_id": record_id,
+        "idempotency_key": f"bench-fgt-{uuid.uuid4().hex}",
+        "reason_ref": "reason:bench",
+    }
+    token = host.confirmation_for(TOOLS[4], forget_args, record_id, APPROVER)
+    await _timed(samples, TOOLS[4], host.call(TOOLS[4], forget_args, confirmation=token))
+    pending = await host.call(
+        TOOLS[0], demo_capture_arguments(text + " pending", f"bench-cap-{uuid.uuid4().hex}")
+    )
+    candidate_id = pending.envelope["output"]["value"]["candidate_id"]
+    withdraw_args = {
+        "candidate_id": candidate_id,
+        "idempotency_key": f"bench-wd-{uuid.uuid4().hex}",
+        "reason_ref": "reason:bench",
+    }
+    token = host.confirmation_for(TOOLS[5], withdraw_args, candidate_id, APPROVER)
+    await _timed(samples, TOOLS[5], host.call(TOOLS[5], withdraw_args, confirmation=token))
+
+
+async def _run(rounds: int, workdir: Path) -> dict[str, list[float]]:
+    root_key, signing_key, public_keys = init_host_dir(workdir / "secrets")
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "ENGRAM_DATA_DIR": str(workdir / "data"),
+        "ENGRAM_HOST_KEYS": str(public_keys),
+        "ENGRAM_ROOT_KEY": str(root_key),
+        "ENGRAM_POLICY": "embedded",
+        "ENGRAM_MEMORY_ENABLED": "true",
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engram_memory.cli", "serve", "--transport", "stdio"],
+        env=env,
+    )
+    samples: dict[str, list[float]] = defaultdict(list)
+    async with connect(params, HostSigningKey.from_pem_file(signing_key), BINDING) as host:
+        warmup: dict[str, list[float]] = defaultdict(list)
+        for i in range(5):
+            await _round(host, warmup, -i - 1)
+        for i in range(rounds):
+            await _round(host, samples, i)
+            if (i + 1) % max(1, rounds // 10) == 0:
+                print(f"  round {i + 1}/{rounds}", file=sys.stderr, flush=True)
+    return samples
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _summary(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {
+        tool: {
+            "n": len(samples[tool]),
+            "p50_ms": round(statistics.median(samples[tool]), 3),
+            "p90_ms": round(_percentile(samples[tool], 0.90), 3),
+            "p99_ms": round(_percentile(samples[tool], 0.99), 3),
+        }
+        for tool in TOOLS
+    }
+
+
+def _plot(samples: dict[str, list[float]], target: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ax.boxplot([samples[t] for t in TOOLS], showfliers=False)
+    ax.set_xticks(range(1, len(TOOLS) + 1), [t.removeprefix("engram_memory_") for t in TOOLS])
+    ax.set_ylabel("latency per call (ms)")
+    ax.set_title("engram-memory tools over stdio (SDK client, embedded OPA Wasm)")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(target, dpi=120)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"benchmarking {args.rounds} rounds over stdio", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+        samples = anyio.run(_run, args.rounds, Path(tmp))
+    summary = _summary(samples)
+    meta = {
+        "rounds": args.rounds,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    (out / "tools_stdio.json").write_text(
+        json.dumps({"meta": meta, "tools": summary}, indent=2) + "\n"
+    )
+    lines = [
+        "# Tool latency over stdio",
+        "",
+        f"`bench/tools_stdio.py --rounds {args.rounds}` on {meta['machine']}, "
+        f"Python {meta['python']}, {meta['date']}.",
+        "",
+        "| tool | n | p50 ms | p90 ms | p99 ms |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {tool} | {s['n']} | {s['p50_ms']} | {s['p90_ms']} | {s['p99_ms']} |"
+        for tool, s in summary.items()
+    ]
+    (out / "tools_stdio.md").write_text("\n".join(lines) + "\n")
+    _plot(samples, out / "tools_stdio.png")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""In-process service for tool-level tests: real DuckDB file, real OPA Wasm, no transport.
+
+The transport is covered by tests/e2e; here the point is to reach every rule quickly.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram_memory.contract.canonical import normalize
+from engram_memory.contract.digests import operation_digest
+from engram_memory.crypto.keys import RootKey
+from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation
+from engram_memory.host.context import mint_invocation
+from engram_memory.host.keys import HostKeyring, HostSigningKey
+from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.store.database import Database
+from engram_memory.tools.dispatch import CallRequest, MemoryService
+from engram_memory.tools.runtime import Services, ServiceSettings
+
+SIGNER = HostSigningKey.generate()
+
+
+@dataclass
+class Caller:
+    """Calls the service as one binding, the way a host would."""
+
+    service: MemoryService
+    tenant: str = "acme"
+    workspace: str = "support"
+    principal: str = "user:alice"
+    purpose_ref: str = "purpose:support-case"
+    session: str = "session:t"
+    now_ms: list[int] = field(default_factory=list)
+
+    def token(self, **overrides: Any) -> str:
+        claims: dict[str, Any] = {
+            "host_id": "host:t",
+            "tenant": self.tenant,
+            "workspace": self.workspace,
+            "principal": self.principal,
+            "agent_id": "agent:t",
+            "session": self.session,
+            "purpose_ref": self.purpose_ref,
+            "audit_id": f"audit:{uuid.uuid4().hex}",
+        }
+        claims.update(overrides)
+        return mint_invocation(SIGNER, **claims)
+
+    def confirm(self, tool: str, arguments: dict[str, Any], target: str, **overrides: Any) -> str:
+        binding = ConfirmationBinding(
+            cap=tool,
+            target=target,
+            op=operation_digest(tool, normalize(arguments)),
+            session=self.session,
+            principal=self.principal,
+        )
+        return mint_confirmation(SIGNER, binding, approver="human:tester", **overrides)
+
+    def call(
+        self, tool: str, arguments: dict[str, Any], confirmation: object = None, **claims: Any
+    ) -> dict[str, Any]:
+        return self.service.call_tool(
+            CallRequest(tool, arguments, self.token(**claims), confirmation)
+        )
+
+    def as_(self, **changes: str) -> Caller:
+        return replace(self, **changes)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[EmbeddedWasmEngine]:
+    wasm = EmbeddedWasmEngine()
+    yield wasm
+    wasm.close()
+
+
+@pytest.fixture
+def services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
+    database = Database.open(tmp_path / "data")
+    yield Services(
+        database=database,
+        decider=PolicyDecider(engine, engine.identity, _clock),
+        root_key=RootKey(os.urandom(32)),
+        host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
+        settings=ServiceSettings(host_memory_enabled=True),
+    )
+    database.close()
+
+
+def _clock() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+
+
+@pytest.fixture
+def alice(services: Services) -> Caller:
+    return Caller(MemoryService(services))

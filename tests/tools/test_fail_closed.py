@@ -1,0 +1,102 @@
+"""Fail closed: no policy engine, no audit write, no key -> a coded failure, never a success."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from engram_memory.demo import demo_capture_arguments
+from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
+from engram_memory.tools.runtime import Services
+from tests.tools.conftest import Caller
+from tests.tools.test_tool_rules import accepted_record, code, high_water, value
+
+
+class _UnreachableEngine:
+    engine_id = "unreachable"
+    engine_version = "0"
+
+    def evaluate(self, path: str, policy_input: Mapping[str, Any]) -> EngineAnswer:
+        raise PolicyUnavailable("connection refused")
+
+    def close(self) -> None:
+        return None
+
+
+class _OtherRevisionEngine:
+    """Answers like the real engine but reports another bundle revision."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.engine_id = real.engine_id
+        self.engine_version = real.engine_version
+
+    def evaluate(self, path: str, policy_input: Mapping[str, Any]) -> EngineAnswer:
+        answer = self.real.evaluate(path, policy_input)
+        return EngineAnswer(answer.result, "engram-default+sha256:" + "f" * 64)
+
+    def close(self) -> None:
+        return None
+
+
+def test_unreachable_policy_engine_is_policy_unavailable_and_writes_nothing(
+    alice: Caller, services: Services
+) -> None:
+    services.decider = PolicyDecider(
+        _UnreachableEngine(), services.decider.expected, services.clock_ms
+    )
+    envelope = alice.call(
+        "engram_memory_capture", demo_capture_arguments("x", uuid.uuid4().hex * 2)
+    )
+    assert code(envelope) == "POLICY_UNAVAILABLE"
+    assert envelope["error"]["retriable"] is True
+    assert high_water(services) == 0
+
+
+def test_engine_serving_another_bundle_is_policy_stale(
+    alice: Caller, services: Services, engine: Any
+) -> None:
+    real = services.decider
+    services.decider = PolicyDecider(_OtherRevisionEngine(engine), real.expected, services.clock_ms)
+    envelope = alice.call("engram_memory_search", {"query": "x", "purpose_ref": alice.purpose_ref})
+    assert code(envelope) == "POLICY_STALE"
+
+
+def test_failed_audit_write_fails_the_call_and_rolls_back_the_mutation(
+    alice: Caller, services: Services
+) -> None:
+    with services.database.transaction() as tx:
+        tx.execute("ALTER TABLE audit_entries RENAME TO audit_entries_gone")
+    envelope = alice.call(
+        "engram_memory_capture", demo_capture_arguments("x", uuid.uuid4().hex * 2)
+    )
+    assert code(envelope) == "STORE_UNAVAILABLE"
+    assert high_water(services) == 0
+
+
+def test_failed_audit_write_withholds_a_read(alice: Caller, services: Services) -> None:
+    record_id = accepted_record(alice)
+    with services.database.transaction() as tx:
+        tx.execute("ALTER TABLE audit_entries RENAME TO audit_entries_gone")
+    envelope = alice.call(
+        "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
+    )
+    assert code(envelope) == "STORE_UNAVAILABLE"
+    assert "output" not in envelope
+
+
+def test_destroyed_item_key_is_blob_missing_not_plaintext(
+    alice: Caller, services: Services
+) -> None:
+    record_id = accepted_record(alice)
+    with services.database.transaction() as tx:
+        tx.execute("DELETE FROM item_keys WHERE item_id = ?", [record_id])
+    envelope = alice.call(
+        "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
+    )
+    assert code(envelope) == "BLOB_MISSING"
+    assert value(
+        alice.call("engram_memory_search", {"query": "zzz", "purpose_ref": alice.purpose_ref})
+    )
