@@ -1,6 +1,6 @@
 """Per-decision latency of both policy engines on the shipped bundle (p50/p99).
 
-Usage: .venv/bin/python bench/policy_engines.py [N]   (default N=2000 per domain)
+Usage: .venv/bin/python -m bench.policy_engines [N]   (default N=2000 per domain)
 
 For each domain, one representative input is evaluated N times sequentially after 100
 warm-up calls, through the engine alone (`engine.evaluate`) and through the decider
@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
+from bench.report import write_report
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, load_bundle_identity
 from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
@@ -47,16 +48,15 @@ def _calls(decider: PolicyDecider) -> dict[str, Callable[[], object]]:
     }
 
 
-def _percentiles(call: Callable[[], object], n: int) -> tuple[float, float]:
+def _samples(call: Callable[[], object], n: int) -> list[float]:
     for _ in range(100):
         call()
     samples = []
     for _ in range(n):
         start = time.perf_counter()
         call()
-        samples.append(time.perf_counter() - start)
-    samples.sort()
-    return samples[n // 2] * 1e6, samples[min(n - 1, int(n * 0.99))] * 1e6
+        samples.append((time.perf_counter() - start) * 1e6)
+    return samples
 
 
 class _Recording:
@@ -73,37 +73,47 @@ class _Recording:
         return self.inner.evaluate(path, policy_input)
 
 
-def bench(name: str, engine: PolicyEngine, n: int) -> None:
+def bench(name: str, engine: PolicyEngine, n: int) -> dict[str, dict[str, list[float]]]:
+    """Samples (µs) of `engine.evaluate` alone and of the full decider call, per domain."""
     identity = load_bundle_identity(DEFAULT_BUNDLE_DIR)
     decider = PolicyDecider(engine, identity, lambda: NOW)
     recorder = _Recording(engine)
     probe = PolicyDecider(recorder, identity, lambda: NOW)  # type: ignore[arg-type]
-    print(f"{name}, n={n}: p50 / p99 in microseconds")
+    raw: dict[str, list[float]] = {}
+    full: dict[str, list[float]] = {}
     for domain, call in _calls(decider).items():
+        print(f"  {name}: {domain}", file=sys.stderr, flush=True)
         _calls(probe)[domain]()
         assert recorder.last is not None
         path, policy_input = recorder.last
-        raw = _percentiles(partial(engine.evaluate, path, policy_input), n)
-        full = _percentiles(call, n)
-        print(
-            f"  {domain:15s} engine {raw[0]:7.0f} / {raw[1]:7.0f}"
-            f"   decider {full[0]:7.0f} / {full[1]:7.0f}"
-        )
+        raw[domain] = _samples(partial(engine.evaluate, path, policy_input), n)
+        full[domain] = _samples(call, n)
+    return {f"{name}: engine.evaluate": raw, f"{name}: decider (parse + receipt)": full}
 
 
 def main(argv: list[str]) -> int:
     n = int(argv[0]) if argv else 2000
+    series: dict[str, dict[str, list[float]]] = {}
     embedded = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR)
     try:
-        bench("embedded wasm", embedded, n)
+        series.update(bench("embedded wasm", embedded, n))
     finally:
         embedded.close()
     with start_opa_server(DEFAULT_BUNDLE_DIR / "bundle.tar.gz") as url:
         server = OpaServerEngine(url)
         try:
-            bench("opa server", server, n)
+            series.update(bench("opa server", server, n))
         finally:
             server.close()
+    print(
+        write_report(
+            "policy_engines",
+            "Policy decision latency per engine",
+            f"bench/policy_engines.py {n}",
+            series,
+            "µs",
+        )
+    )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Per-tool latency over stdio through the real MCP SDK client (embedded policy engine).
 
-Usage: .venv/bin/python bench/tools_stdio.py [--rounds N] [--out bench/results]
+Usage: .venv/bin/python -m bench.tools_stdio [--rounds N] [--out bench/results]
 
 One server process, one client session, the reference host minting a fresh invocation
 context (and, for withdraw/forget, a confirmation) per call, exactly as a host would. Each
@@ -13,10 +13,7 @@ parsed result (JWS minting included, since every real host pays it). Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -28,6 +25,7 @@ from typing import Any
 import anyio
 from mcp import StdioServerParameters
 
+from bench.report import RESULTS, write_report
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import BINDING, demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
@@ -125,77 +123,26 @@ async def _run(rounds: int, workdir: Path) -> dict[str, list[float]]:
     return samples
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _summary(samples: dict[str, list[float]]) -> dict[str, dict[str, float]]:
-    return {
-        tool: {
-            "n": len(samples[tool]),
-            "p50_ms": round(statistics.median(samples[tool]), 3),
-            "p90_ms": round(_percentile(samples[tool], 0.90), 3),
-            "p99_ms": round(_percentile(samples[tool], 0.99), 3),
-        }
-        for tool in TOOLS
-    }
-
-
-def _plot(samples: dict[str, list[float]], target: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.boxplot([samples[t] for t in TOOLS], showfliers=False)
-    ax.set_xticks(range(1, len(TOOLS) + 1), [t.removeprefix("engram_memory_") for t in TOOLS])
-    ax.set_ylabel("latency per call (ms)")
-    ax.set_title("engram-memory tools over stdio (SDK client, embedded OPA Wasm)")
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(target, dpi=120)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     print(f"benchmarking {args.rounds} rounds over stdio", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         samples = anyio.run(_run, args.rounds, Path(tmp))
-    summary = _summary(samples)
-    meta = {
-        "rounds": args.rounds,
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "date": time.strftime("%Y-%m-%d"),
+    series = {
+        "stdio, embedded engine": {t.removeprefix("engram_memory_"): samples[t] for t in TOOLS}
     }
-    (out / "tools_stdio.json").write_text(
-        json.dumps({"meta": meta, "tools": summary}, indent=2) + "\n"
+    command = f"python -m bench.tools_stdio --rounds {args.rounds}"
+    print(
+        write_report(
+            "tools_stdio", "Tool latency over stdio (SDK client)", command, series, "ms", out
+        )
     )
-    lines = [
-        "# Tool latency over stdio",
-        "",
-        f"`bench/tools_stdio.py --rounds {args.rounds}` on {meta['machine']}, "
-        f"Python {meta['python']}, {meta['date']}.",
-        "",
-        "| tool | n | p50 ms | p90 ms | p99 ms |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {tool} | {s['n']} | {s['p50_ms']} | {s['p90_ms']} | {s['p99_ms']} |"
-        for tool, s in summary.items()
-    ]
-    (out / "tools_stdio.md").write_text("\n".join(lines) + "\n")
-    _plot(samples, out / "tools_stdio.png")
-    print("\n".join(lines))
     return 0
 
 

@@ -10,7 +10,7 @@ from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
 from engram_memory.tools.runtime import Services
-from tests.tools.conftest import Caller
+from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, code, high_water, value
 
 

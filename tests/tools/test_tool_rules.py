@@ -14,7 +14,7 @@ from engram_memory.contract.types import format_instant
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import journal
 from engram_memory.tools.runtime import Services
-from tests.tools.conftest import Caller
+from tests.harness import Caller
 
 FORGET = "engram_memory_forget"
 WITHDRAW = "engram_memory_withdraw"

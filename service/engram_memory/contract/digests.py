@@ -104,3 +104,16 @@ def operation_digest(tool: str, arguments: Mapping[str, JsonValue]) -> str:
     """SPEC §6: `D("tool-operation", {tool, arguments})` over the normalized arguments as
     received (no defaults). Hosts compute it too, to bind a confirmation to exactly one call."""
     return digest("tool-operation", {"tool": tool, "arguments": dict(arguments)})
+
+
+def one_way_ref(kind: str, value: str) -> str:
+    """A stable one-way reference for identities and keys that must not be stored raw.
+
+    Unkeyed on purpose: an auditor who knows a principal's id can find its entries.
+    """
+    return domain_digest(f"engram-memory/{kind}/v1\0", value)
+
+
+def principal_ref(tenant: str, principal: str) -> str:
+    """The hashed principal stored in audit entries and candidates."""
+    return one_way_ref("principal", f"{tenant}\0{principal}")

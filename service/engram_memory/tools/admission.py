@@ -154,20 +154,24 @@ def _commit_decision(
     op_digest: str,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
+    fields: dict[str, JsonValue] = {
+        "digests": {
+            "record_digest": candidate.record_digest,
+            "decision_receipt_digest": decision["receipt_digest"],
+        },
+        "recorded_at": ctx.now_instant,
+        "principal_ref": ctx.principal_ref,
+    }
+    if operation == "accept":
+        # Links the candidate's history to the record's for auditors (ids only).
+        fields["record_id"] = record["record_id"]
     event = journal.append(
         tx,
         ctx.scope_ref,
         event_id=f"admission:{candidate.candidate_id}",
         operation=operation,
         target_id=candidate.candidate_id,
-        fields={
-            "digests": {
-                "record_digest": candidate.record_digest,
-                "decision_receipt_digest": decision["receipt_digest"],
-            },
-            "recorded_at": ctx.now_instant,
-            "principal_ref": ctx.principal_ref,
-        },
+        fields=fields,
     )
     body: dict[str, JsonValue] = {
         "status": "accepted" if operation == "accept" else "rejected",

@@ -9,6 +9,7 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import (
     candidate_id_for,
     guard_digest,
+    one_way_ref,
     operation_digest,
     payload_digest,
 )
@@ -19,7 +20,7 @@ from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.store import journal, memory
 from engram_memory.tools import steps
 from engram_memory.tools.records import asserted_trust, build_record, effective_payload
-from engram_memory.tools.runtime import CallContext, one_way_ref
+from engram_memory.tools.runtime import CallContext
 
 
 def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | None:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engram_memory.contract.digests import domain_digest
+from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.keys import RootKey
@@ -19,14 +19,6 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.receipts import Decision
 from engram_memory.store.database import Database
-
-
-def one_way_ref(kind: str, value: str) -> str:
-    """A stable one-way reference for identities and keys that must not be stored raw.
-
-    Unkeyed on purpose: an auditor who knows a principal's id can find its entries.
-    """
-    return domain_digest(f"engram-memory/{kind}/v1\0", value)
 
 
 @dataclass(frozen=True)
@@ -69,7 +61,7 @@ class CallContext:
 
     @property
     def principal_ref(self) -> str:
-        return one_way_ref("principal", f"{self.invocation.tenant}\0{self.invocation.principal}")
+        return principal_ref(self.invocation.tenant, self.invocation.principal)
 
     @property
     def agent_ref(self) -> str:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
-from engram_memory.contract.digests import digest
+from engram_memory.contract.digests import digest, one_way_ref
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.crypto.sealing import (
     SealBroken,
@@ -25,7 +25,7 @@ from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import audit, memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools.runtime import CallContext, one_way_ref
+from engram_memory.tools.runtime import CallContext
 
 
 def authorize(ctx: CallContext) -> AuthzResult:

@@ -1,0 +1,68 @@
+"""Auditor export: Parquet files of the audit trail, receipts and journal, plus a manifest.
+
+Auditors never open the live DuckDB file (one writer per file); they query an export. The
+manifest pins the chain heads at export time and the sha256 of every file, so an export can be
+checked for completeness and tampering without the service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from engram_memory.contract.canonical import canonical_text
+from engram_memory.store.database import Transaction, load_queries
+
+_Q = load_queries("engram_memory.store.sql", "export.sql")
+
+EXPORTED_TABLES = ("audit_entries", "decision_receipts", "journal_events")
+MANIFEST_FILE = "manifest.json"
+
+
+def _sql_path(path: Path) -> str:
+    # COPY takes a literal file name; quote it safely rather than bind it.
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def export_tables(
+    tx: Transaction, out_dir: Path, progress: Callable[[str], None]
+) -> dict[str, object]:
+    """Write one Parquet file per exported table and the manifest; return the manifest.
+
+    Raises:
+        StoreUnavailable: a query or COPY failed.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = []
+    for index, table in enumerate(EXPORTED_TABLES, start=1):
+        target = out_dir / f"{table}.parquet"
+        progress(f"[{index}/{len(EXPORTED_TABLES)}] exporting {table}")
+        tx.execute(f"COPY (SELECT * FROM {table}) TO {_sql_path(target)} (FORMAT parquet)")  # noqa: S608 - table names are constants
+        row = tx.fetchone(f"SELECT count(*) FROM {table}")  # noqa: S608
+        files.append(
+            {
+                "name": target.name,
+                "rows": int(row[0]) if row else 0,
+                "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
+            }
+        )
+    head = tx.fetchone(_Q["audit_head"])
+    journal_heads = {
+        str(scope): {"cursor": str(cursor), "event_hash": str(event_hash)}
+        for scope, cursor, event_hash in tx.fetchall(_Q["journal_heads"])
+    }
+    manifest: dict[str, object] = {
+        "format": "engram-audit-export/1",
+        "audit_head": None
+        if head is None
+        else {"sequence": int(head[0]), "entry_hash": str(head[1])},
+        "journal_heads": journal_heads,
+        "files": files,
+    }
+    (out_dir / MANIFEST_FILE).write_text(
+        json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
+    )
+    progress(f"manifest written: {out_dir / MANIFEST_FILE}")
+    return manifest
