@@ -17,6 +17,7 @@ import pytest
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation
 from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostKeyring, HostSigningKey
@@ -88,6 +89,7 @@ def services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
     database = Database.open(tmp_path / "data")
     yield Services(
         database=database,
+        keys=KeyStore(tmp_path / "data" / KEYS_DIRECTORY),
         decider=PolicyDecider(engine, engine.identity, _clock),
         root_key=RootKey(os.urandom(32)),
         host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
@@ -43,6 +44,7 @@ def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
             yield MemoryService(
                 Services(
                     database=database,
+                    keys=KeyStore(config.data_dir / KEYS_DIRECTORY),
                     decider=PolicyDecider(engine, identity, _clock_ms),
                     root_key=root_key,
                     host_keys=host_keys,

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import MCPError
 
@@ -283,3 +284,23 @@ async def test_both_protocol_eras_serve_the_same_tools(deployment: Deployment) -
             )
     assert names[0] == names[1]
     assert len(names[0]) == 6
+
+
+@pytest.mark.parametrize("deployment", ["http-embedded", "http-opa"], indirect=True)
+async def test_concurrent_http_clients_share_one_store_with_dense_cursors(
+    deployment: Deployment,
+) -> None:
+    cursors: list[int] = []
+
+    async def client(label: str) -> None:
+        async with deployment.host() as host:
+            for i in range(4):
+                args = demo_capture_arguments(f"{label} note {i}", _key(label))
+                cursors.append(
+                    int(_value(await host.call("engram_memory_capture", args))["cursor"])
+                )
+
+    async with anyio.create_task_group() as group:
+        for label in ("one", "two", "three"):
+            group.start_soon(client, label)
+    assert sorted(cursors) == list(range(1, 13))

@@ -91,8 +91,7 @@ def test_destroyed_item_key_is_blob_missing_not_plaintext(
     alice: Caller, services: Services
 ) -> None:
     record_id = accepted_record(alice)
-    with services.database.transaction() as tx:
-        tx.execute("DELETE FROM item_keys WHERE item_id = ?", [record_id])
+    assert services.keys.destroy("tenant:acme/workspace:support", record_id)
     envelope = alice.call(
         "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
     )

@@ -290,3 +290,48 @@ def test_semantic_channel_required_is_ranking_unavailable(alice: Caller) -> None
 
 def test_capture_instant_formats_as_contract_instant() -> None:
     assert format_instant(0) == "1970-01-01T00:00:00.000Z"
+
+
+def _wrapped_key(services: Services, item_id: str) -> bytes:
+    wrapped = services.keys.get("tenant:acme/workspace:support", item_id)
+    assert wrapped is not None
+    return wrapped
+
+
+def _files_holding(services: Services, needle: bytes) -> list[str]:
+    services.database.checkpoint()  # fold the WAL so the main file is what is scanned too
+    root = services.keys.directory.parent
+    return [p.name for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+def test_forget_leaves_no_copy_of_the_wrapped_key_anywhere(
+    alice: Caller, services: Services
+) -> None:
+    record_id = accepted_record(alice, "Shred me.")
+    wrapped = _wrapped_key(services, record_id)
+    services.database.checkpoint()
+    assert _files_holding(services, wrapped)  # the scan does see the key while it lives
+    forgotten = value(forget(alice, record_id))
+    assert forgotten["projection_invalidation"] == "complete"
+    assert "coverage_receipt_digest" in forgotten
+    assert _files_holding(services, wrapped) == []
+
+
+def test_withdraw_destroys_the_candidate_key_and_reports_complete(
+    alice: Caller, services: Services
+) -> None:
+    candidate_id = capture(alice, "Withdraw me.")["candidate_id"]
+    wrapped = _wrapped_key(services, candidate_id)
+    assert value(withdraw(alice, candidate_id))["key_destruction"] == "complete"
+    assert _files_holding(services, wrapped) == []
+
+
+def test_admission_destroys_the_pending_key_of_accepted_and_rejected_candidates(
+    alice: Caller, services: Services
+) -> None:
+    accepted = capture(alice, "Accepted.")["candidate_id"]
+    rejected = capture(alice, "Rejected.", evidence_ref="evidence:untrusted/x")["candidate_id"]
+    keys = [_wrapped_key(services, accepted), _wrapped_key(services, rejected)]
+    value(admit(alice, accepted))
+    value(admit(alice, rejected))
+    assert all(_files_holding(services, key) == [] for key in keys)

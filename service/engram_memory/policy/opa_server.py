@@ -17,6 +17,7 @@ import contextlib
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -58,17 +59,31 @@ class OpaServerEngine:
         port = parts.port or (443 if parts.scheme == "https" else 8181)
         # retries=0: a retry policy belongs to the caller (POLICY_UNAVAILABLE is retriable),
         # and urllib3 back-off would silently stretch the per-decision timeout.
-        self._client: Any = OpaClient(
-            host=parts.hostname,
-            port=port,
-            ssl=parts.scheme == "https",
-            token=token,
-            retries=0,
-            timeout=timeout_seconds,
-        )
+        self._client_options: dict[str, Any] = {
+            "host": parts.hostname,
+            "port": port,
+            "ssl": parts.scheme == "https",
+            "token": token,
+            "retries": 0,
+            "timeout": timeout_seconds,
+        }
+        # One client (one requests session) per worker thread: sessions are not documented
+        # as thread-safe, and tool calls run on several worker threads.
+        self._local = threading.local()
+        self._clients: list[Any] = []
+        self._clients_lock = threading.Lock()
         self._bundle_name = bundle_name
         self._engine_version = "opa/unknown"
         self.url = url
+
+    def _client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = OpaClient(**self._client_options)
+            self._local.client = client
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
 
     @property
     def engine_version(self) -> str:
@@ -83,7 +98,7 @@ class OpaServerEngine:
                 bundle revision in the provenance.
         """
         try:
-            body = self._client.query_rule(
+            body = self._client().query_rule(
                 input_data=dict(policy_input),
                 package_path=path,
                 query_params={"provenance": "true"},
@@ -116,7 +131,10 @@ class OpaServerEngine:
         return revision
 
     def close(self) -> None:
-        self._client.close_connection()
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            client.close_connection()
 
 
 class OpaServerStartError(ConfigurationError):

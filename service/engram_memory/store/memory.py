@@ -178,22 +178,6 @@ def matches_tombstoned_content(
     return bool(row and row[0])
 
 
-# -- item keys (crypto-shredding) -----------------------------------------------------------
-
-
-def put_item_key(tx: Transaction, scope_ref: str, item_id: str, wrapped: bytes) -> None:
-    tx.execute(_Q["put_key"], [scope_ref, item_id, wrapped])
-
-
-def get_item_key(tx: Transaction, scope_ref: str, item_id: str) -> bytes | None:
-    row = tx.fetchone(_Q["get_key"], [scope_ref, item_id])
-    return None if row is None else bytes(row[0])
-
-
-def destroy_item_key(tx: Transaction, scope_ref: str, item_id: str) -> None:
-    tx.execute(_Q["destroy_key"], [scope_ref, item_id])
-
-
 # -- blind lexical index --------------------------------------------------------------------
 
 

@@ -85,7 +85,7 @@ def request_admission(
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None or candidate.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
-        envelope = steps.open_item(tx, ctx, candidate_id, candidate.sealed_body)
+        envelope = steps.open_item(ctx, candidate_id, candidate.sealed_body)
         record = _rebuild_record(envelope, candidate.capture_cursor)
         if record["record_digest"] != candidate.record_digest:
             raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
@@ -120,6 +120,9 @@ def request_admission(
         output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
+    if outcome != "adjudication_required":
+        # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
+        steps.destroy_key(ctx, candidate_id)
     return output
 
 
@@ -185,7 +188,7 @@ def _commit_decision(
     if operation == "accept":
         _promote(tx, ctx, candidate, record, event.cursor)
         body["record_id"] = record["record_id"]
-    # Accept and reject both end the candidate: its pending key is destroyed (SPEC §4.4).
+    # Accept and reject both end the candidate; its pending key is destroyed after commit.
     memory.set_candidate_state(
         tx,
         ctx.scope_ref,
@@ -193,7 +196,6 @@ def _commit_decision(
         "promoted" if operation == "accept" else "rejected",
         ctx.now_ms,
     )
-    memory.destroy_item_key(tx, ctx.scope_ref, candidate.candidate_id)
     return body
 
 
@@ -224,7 +226,7 @@ def _promote(
             valid_t=int(valid_time["t"]),
             valid_t_end=None if "t_end" not in valid_time else int(valid_time["t_end"]),
             expires_at_ms=None if expires is None else parse_instant(str(expires)),
-            sealed_body=steps.seal_item(tx, ctx, record_id, record),
+            sealed_body=steps.seal_item(ctx, record_id, record),
         ),
         ctx.now_ms,
     )

@@ -125,7 +125,6 @@ def capture(
             },
         )
         sealed = steps.seal_item(
-            tx,
             ctx,
             candidate_id,
             {

@@ -28,6 +28,7 @@ from engram_memory.contract.parsing import (
 )
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.types import ToolName
+from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import SealBroken
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
@@ -159,11 +160,12 @@ class MemoryService:
             raise ToolError(ErrorCode.BLOB_MISSING, "sealed body does not open") from exc
         except CommitOutcomeUnknown as exc:
             raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "commit outcome unknown") from exc
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, KeyStoreUnavailable) as exc:
             # Rolled back before COMMIT: definitely nothing written.
             raise ToolError(ErrorCode.STORE_UNAVAILABLE, "store failure") from exc
         except Exception as exc:
-            log.exception("unexpected failure in %s", ctx.tool)
+            # The type only: exception text may quote stored content or arguments.
+            log.error("unexpected %s in %s", type(exc).__name__, ctx.tool)
             code = (
                 ErrorCode.CAPABILITY_UNAVAILABLE
                 if request.tool in _READ_TOOLS

@@ -72,8 +72,9 @@ def withdraw(
     ctx.check_deadline()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
-        if replay is not None:
-            return {**replay, "replayed": True}
+    if replay is not None:
+        return _key_status({**replay, "replayed": True}, steps.destroy_key(ctx, candidate_id))
+    with ctx.services.database.transaction() as tx:
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None:
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown or foreign")
@@ -96,15 +97,40 @@ def withdraw(
             },
         )
         memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
-        memory.destroy_item_key(tx, ctx.scope_ref, candidate_id)
         output: dict[str, JsonValue] = {
             "receipt": _receipt(ctx, event, op_digest, "withdraw", "pending", "withdrawn"),
             "replayed": False,
-            "key_destruction": "complete",
+            "key_destruction": "pending",
         }
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
-    return output
+    return _key_status(output, steps.destroy_key(ctx, candidate_id))
+
+
+def _key_status(output: dict[str, JsonValue], destroyed: bool) -> dict[str, JsonValue]:
+    """Progress fields report the current truth, on first answers and replays alike."""
+    return {**output, "key_destruction": "complete" if destroyed else "pending"}
+
+
+def _coverage(
+    output: dict[str, JsonValue], record_id: str, destroyed: bool
+) -> dict[str, JsonValue]:
+    """`complete` (with its coverage receipt) only once the index is purged and the key gone."""
+    result = {k: v for k, v in output.items() if k != "coverage_receipt_digest"}
+    if not destroyed:
+        return {**result, "projection_invalidation": "pending"}
+    receipt = output["receipt"]
+    assert isinstance(receipt, dict)
+    coverage = {
+        "record_id": record_id,
+        "cursor": receipt["cursor"],
+        "projections": sorted(PROJECTIONS),
+    }
+    return {
+        **result,
+        "projection_invalidation": "complete",
+        "coverage_receipt_digest": digest("projection-coverage", coverage),
+    }
 
 
 def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> dict[str, JsonValue]:
@@ -115,8 +141,9 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
     ctx.check_deadline()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
-        if replay is not None:
-            return {**replay, "replayed": True}
+    if replay is not None:
+        return _coverage({**replay, "replayed": True}, record_id, steps.destroy_key(ctx, record_id))
+    with ctx.services.database.transaction() as tx:
         record = memory.get_record(tx, ctx.scope_ref, record_id)
         if record is None:
             raise ToolError(ErrorCode.NOT_FOUND, "record unknown or foreign")
@@ -141,20 +168,11 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
         )
         memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
         indexing.purge_record(tx, ctx, record_id)
-        memory.destroy_item_key(tx, ctx.scope_ref, record_id)
         output: dict[str, JsonValue] = {
             "receipt": _receipt(ctx, event, op_digest, "tombstone", record.state, "tombstoned"),
             "replayed": False,
-            "projection_invalidation": "complete",
-            "coverage_receipt_digest": digest(
-                "projection-coverage",
-                {
-                    "record_id": record_id,
-                    "cursor": event.cursor_text,
-                    "projections": sorted(PROJECTIONS),
-                },
-            ),
+            "projection_invalidation": "pending",
         }
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
-    return output
+    return _coverage(output, record_id, steps.destroy_key(ctx, record_id))

@@ -53,7 +53,7 @@ def revalidated_record(
 ) -> dict[str, JsonValue] | None:
     """The full record if still eligible at `as_of`, else None."""
     row = eligible_row(tx, ctx, record_id, as_of)
-    return None if row is None else steps.open_item(tx, ctx, record_id, row.sealed_body)
+    return None if row is None else steps.open_item(ctx, record_id, row.sealed_body)
 
 
 def redacted_view(

@@ -14,6 +14,7 @@ from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KeyStore
 from engram_memory.host.context import InvocationContext
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
@@ -33,6 +34,7 @@ class Services:
     """Long-lived collaborators shared by all calls."""
 
     database: Database
+    keys: KeyStore
     decider: PolicyDecider
     root_key: RootKey
     host_keys: HostKeyring

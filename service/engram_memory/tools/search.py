@@ -144,7 +144,7 @@ def search(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
         # Only the records a page can hold are opened, still inside the ranking snapshot.
         window = ordered[offset : offset + params.limit]
         bodies = {
-            r.record_id: steps.open_item(tx, ctx, r.record_id, rows[r.record_id].sealed_body)
+            r.record_id: steps.open_item(ctx, r.record_id, rows[r.record_id].sealed_body)
             for r in window
         }
 

@@ -7,6 +7,7 @@ code; none of them swallows a failure.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
@@ -26,6 +27,8 @@ from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import audit, memory
 from engram_memory.store.database import Transaction
 from engram_memory.tools.runtime import CallContext
+
+log = logging.getLogger("engram_memory.calls")
 
 
 def authorize(ctx: CallContext) -> AuthzResult:
@@ -110,27 +113,26 @@ def remember_result(
     )
 
 
-def seal_item(
-    tx: Transaction, ctx: CallContext, item_id: str, body: Mapping[str, JsonValue]
-) -> bytes:
-    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key."""
+def seal_item(ctx: CallContext, item_id: str, body: Mapping[str, JsonValue]) -> bytes:
+    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key.
+
+    The key file is written before the row that needs it commits; if that transaction
+    fails, an orphan key with no ciphertext is left behind, which reveals nothing.
+    """
     data_key = new_data_key()
     scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
-    memory.put_item_key(
-        tx, ctx.scope_ref, item_id, wrap_key(scope_key, data_key, ctx.scope_ref, item_id)
-    )
+    wrapped = wrap_key(scope_key, data_key, ctx.scope_ref, item_id)
+    ctx.services.keys.put(ctx.scope_ref, item_id, wrapped)
     return seal(data_key, canonical_json(dict(body)), ctx.scope_ref, item_id)
 
 
-def open_item(
-    tx: Transaction, ctx: CallContext, item_id: str, sealed: bytes | None
-) -> dict[str, JsonValue]:
+def open_item(ctx: CallContext, item_id: str, sealed: bytes | None) -> dict[str, JsonValue]:
     """Open a sealed body of this scope.
 
     Raises:
         ToolError: BLOB_MISSING when the body or its key is gone or does not open.
     """
-    wrapped = memory.get_item_key(tx, ctx.scope_ref, item_id)
+    wrapped = ctx.services.keys.get(ctx.scope_ref, item_id)
     if sealed is None or wrapped is None:
         raise ToolError(ErrorCode.BLOB_MISSING, "sealed body or item key missing")
     scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
@@ -182,3 +184,15 @@ def write_audit(tx: Transaction, ctx: CallContext, outcome: str, detail: str = "
         ),
     )
     ctx.audited = True
+
+
+def destroy_key(ctx: CallContext, item_id: str) -> bool:
+    """Crypto-shred an item after its terminal transition committed; True once irrecoverable.
+
+    Runs after COMMIT on purpose: destroying first and then failing to commit would leave a
+    live record that can never be read again.
+    """
+    destroyed = ctx.services.keys.destroy(ctx.scope_ref, item_id)
+    if not destroyed:
+        log.error("key destruction pending tool=%s", ctx.tool)
+    return destroyed

@@ -1,6 +1,7 @@
 -- engram-memory store, version 1.
 -- Nothing here holds plaintext memory content: bodies are sealed (AES-256-GCM), lexical terms
--- are keyed hashes, principals and idempotency keys are one-way digests.
+-- are keyed hashes, principals and idempotency keys are one-way digests. The wrapped item keys
+-- live outside this file (crypto/keystore.py) so that destroying one removes its bytes.
 
 CREATE TABLE journal_events (
     scope_ref           VARCHAR NOT NULL,
@@ -48,13 +49,6 @@ CREATE TABLE records (
     sealed_body         BLOB,                   -- NULL once tombstoned
     updated_at_ms       BIGINT NOT NULL,
     PRIMARY KEY (scope_ref, record_id)
-);
-
-CREATE TABLE item_keys (
-    scope_ref           VARCHAR NOT NULL,
-    item_id             VARCHAR NOT NULL,       -- candidate_id or record_id
-    wrapped_key         BLOB NOT NULL,
-    PRIMARY KEY (scope_ref, item_id)
 );
 
 CREATE TABLE lexical_documents (

@@ -36,15 +36,6 @@ WHERE scope_ref = ? AND record_id = ?;
 SELECT count(*) FROM records
 WHERE scope_ref = ? AND state = 'tombstoned' AND (payload_digest = ? OR guard_digest = ?);
 
--- name: put_key
-INSERT INTO item_keys (scope_ref, item_id, wrapped_key) VALUES (?, ?, ?);
-
--- name: get_key
-SELECT wrapped_key FROM item_keys WHERE scope_ref = ? AND item_id = ?;
-
--- name: destroy_key
-DELETE FROM item_keys WHERE scope_ref = ? AND item_id = ?;
-
 -- name: insert_document
 INSERT INTO lexical_documents (scope_ref, record_id, field_lengths_json, valid_t_end) VALUES (?, ?, ?, ?);
 
