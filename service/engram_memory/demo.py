@@ -19,12 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 from mcp import StdioServerParameters
 
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, ConfirmationPrompt, ReferenceHost, connect
+from engram_memory.reference_host import (
+    Binding,
+    ConfirmationPrompt,
+    ReferenceHost,
+    connect,
+    wait_until_listening,
+)
 
 BINDING = Binding(
     tenant="acme",
@@ -184,23 +189,11 @@ def run_demo(workdir: Path, *, transport: str = "stdio") -> int:
     process = subprocess.Popen([*command, "--transport", "http", "--port", str(port)], env=env)  # noqa: S603
     try:
         url = f"http://127.0.0.1:{port}/mcp"
-        _wait_for_http(url, process)
+        wait_until_listening(url, process)
         return anyio.run(_connected, url, signer)
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _wait_for_http(url: str, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(200):
-        if process.poll() is not None:
-            raise RuntimeError("server exited during start-up")
-        try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("server did not start listening")
 
 
 async def _connected(server: StdioServerParameters | str, signer: HostSigningKey) -> int:

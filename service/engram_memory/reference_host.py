@@ -8,12 +8,14 @@ it uses the MCP SDK's client; the server never imports it.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import httpx
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
@@ -149,6 +151,25 @@ class ReferenceHost:
             return None
         token = self.confirmation_for(tool, arguments, target, approver)
         return await self.call(tool, arguments, confirmation=token)
+
+
+def wait_until_listening(url: str, process: subprocess.Popen[bytes], attempts: int = 400) -> None:
+    """Block until a server process started with `--transport http` accepts connections.
+
+    Raises:
+        RuntimeError: the process exited, or never listened within the attempts.
+    """
+    for _ in range(attempts):
+        try:
+            httpx.get(url, timeout=0.5)
+            return
+        except httpx.TransportError:
+            try:
+                code = process.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                continue
+            raise RuntimeError(f"server exited during start-up with code {code}") from None
+    raise RuntimeError("server never listened")
 
 
 @asynccontextmanager

@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 from mcp import StdioServerParameters
 
@@ -23,7 +22,7 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.policy.bundle import default_bundle_dir
 from engram_memory.policy.opa_server import start_opa_server
-from engram_memory.reference_host import Binding, ReferenceHost, connect
+from engram_memory.reference_host import Binding, ReferenceHost, connect, wait_until_listening
 
 ALICE = Binding(
     tenant="acme",
@@ -91,21 +90,6 @@ def opa_url() -> Iterator[str]:
         yield url
 
 
-def _wait_until_listening(url: str, process: subprocess.Popen[bytes]) -> None:
-    for _ in range(400):
-        if process.poll() is not None:
-            raise RuntimeError("server exited during start-up")
-        try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.TransportError:
-            try:
-                process.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                continue
-    raise RuntimeError("server never listened")
-
-
 @pytest.fixture(params=["stdio-embedded", "http-embedded", "stdio-opa", "http-opa"])
 def deployment(
     request: pytest.FixtureRequest,
@@ -146,7 +130,7 @@ def deployment(
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        _wait_until_listening(url, process)
+        wait_until_listening(url, process)
         yield Deployment(transport, engine, data_dir, env, signer, url, process)
     finally:
         if process.poll() is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.digests import digest, operation_digest, with_digest
+from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
@@ -65,19 +65,7 @@ def request_admission(
     args = parsed.arguments
     candidate_id = str(args["candidate_id"])
     ctx.target_ids.append(candidate_id)
-    op_digest = operation_digest(ctx.tool, args)
-    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
-    ctx.record(need.decision)
-    steps.pass_confirmation_gate(
-        ctx,
-        confirmation,
-        target=candidate_id,
-        op_digest=op_digest,
-        required=need.required,
-        ttl_s=need.ttl_seconds,
-    )
-    steps.authorize(ctx)
-    ctx.idempotency_key_digest = steps.idempotency_key_digest(str(args["idempotency_key"]))
+    op_digest, _ = steps.guard_mutation(ctx, parsed, confirmation, target=candidate_id)
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
         if replay is not None:

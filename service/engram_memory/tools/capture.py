@@ -10,7 +10,6 @@ from engram_memory.contract.digests import (
     candidate_id_for,
     guard_digest,
     one_way_ref,
-    operation_digest,
     payload_digest,
 )
 from engram_memory.contract.errors import ErrorCode, ToolError
@@ -63,19 +62,7 @@ def capture(
     """
     args = parsed.arguments
     check_capture_time_rules(parsed.model, ctx.now_ms)
-    op_digest = operation_digest(ctx.tool, args)
-    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
-    ctx.record(need.decision)
-    steps.pass_confirmation_gate(
-        ctx,
-        confirmation,
-        target=op_digest,
-        op_digest=op_digest,
-        required=need.required,
-        ttl_s=need.ttl_seconds,
-    )
-    authz = steps.authorize(ctx)
-    ctx.idempotency_key_digest = steps.idempotency_key_digest(str(args["idempotency_key"]))
+    op_digest, authz = steps.guard_mutation(ctx, parsed, confirmation, target=None)
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:

@@ -7,9 +7,10 @@ transaction as the journal event, so the content is unrecoverable the moment the
 from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.digests import digest, operation_digest
+from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
 from engram_memory.tools import indexing, steps
 from engram_memory.tools.runtime import CallContext
@@ -19,35 +20,14 @@ TERMINAL_CANDIDATE_STATES = frozenset({"rejected", "withdrawn", "promoted"})
 PROJECTIONS = ("lexical_index",)
 
 
-def _gate(ctx: CallContext, parsed: ParsedArguments, target: str, confirmation: object) -> str:
-    op_digest = operation_digest(ctx.tool, parsed.arguments)
-    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
-    ctx.record(need.decision)
-    # SPEC §7: withdraw and forget need confirmation whatever policy data says.
-    steps.pass_confirmation_gate(
-        ctx,
-        confirmation,
-        target=target,
-        op_digest=op_digest,
-        required=True,
-        ttl_s=need.ttl_seconds,
-    )
-    steps.authorize(ctx)
-    ctx.idempotency_key_digest = steps.idempotency_key_digest(
-        str(parsed.arguments["idempotency_key"])
-    )
-    return op_digest
-
-
 def _receipt(
     ctx: CallContext,
+    authz: AuthzResult,
     event: journal.JournalEvent,
     op_digest: str,
-    operation: str,
-    from_state: str,
-    to_state: str,
+    transition: tuple[str, str, str],
 ) -> dict[str, JsonValue]:
-    authz = next(d for d in ctx.decisions if d.path.endswith("authz/decision"))
+    operation, from_state, to_state = transition
     return {
         "event_id": event.event_id,
         "operation": operation,
@@ -55,7 +35,7 @@ def _receipt(
         "to_state": to_state,
         "cursor": event.cursor_text,
         "event_digest": event.event_hash,
-        "authorization_receipt_digest": authz.receipt.receipt_digest,
+        "authorization_receipt_digest": authz.decision.receipt.receipt_digest,
         "transaction_receipt_digest": steps.transaction_receipt_digest(
             ctx, op_digest, event.event_hash, event.cursor_text
         ),
@@ -68,7 +48,10 @@ def withdraw(
     """Raises: ToolError / ProtocolRefusal per SPEC §4.5."""
     candidate_id = str(parsed.arguments["candidate_id"])
     ctx.target_ids.append(candidate_id)
-    op_digest = _gate(ctx, parsed, candidate_id, confirmation)
+    # SPEC §7: withdraw and forget need confirmation whatever policy data says.
+    op_digest, authz = steps.guard_mutation(
+        ctx, parsed, confirmation, target=candidate_id, always_confirm=True
+    )
     ctx.check_deadline()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
@@ -98,7 +81,7 @@ def withdraw(
         )
         memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
         output: dict[str, JsonValue] = {
-            "receipt": _receipt(ctx, event, op_digest, "withdraw", "pending", "withdrawn"),
+            "receipt": _receipt(ctx, authz, event, op_digest, ("withdraw", "pending", "withdrawn")),
             "replayed": False,
             "key_destruction": "pending",
         }
@@ -137,7 +120,9 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
     """Raises: ToolError / ProtocolRefusal per SPEC §4.6."""
     record_id = str(parsed.arguments["record_id"])
     ctx.target_ids.append(record_id)
-    op_digest = _gate(ctx, parsed, record_id, confirmation)
+    op_digest, authz = steps.guard_mutation(
+        ctx, parsed, confirmation, target=record_id, always_confirm=True
+    )
     ctx.check_deadline()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
@@ -169,7 +154,9 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
         memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
         indexing.purge_record(tx, ctx, record_id)
         output: dict[str, JsonValue] = {
-            "receipt": _receipt(ctx, event, op_digest, "tombstone", record.state, "tombstoned"),
+            "receipt": _receipt(
+                ctx, authz, event, op_digest, ("tombstone", record.state, "tombstoned")
+            ),
             "replayed": False,
             "projection_invalidation": "pending",
         }

@@ -11,8 +11,9 @@ import logging
 from collections.abc import Mapping
 
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
-from engram_memory.contract.digests import digest, one_way_ref
+from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.crypto.sealing import (
     SealBroken,
     new_data_key,
@@ -77,6 +78,38 @@ def pass_confirmation_gate(
         if memory.confirmation_used(tx, verified.jti):
             raise ToolError(ErrorCode.gate_failed, "confirmation already used")
         memory.consume_confirmation(tx, verified.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
+
+
+def guard_mutation(
+    ctx: CallContext,
+    parsed: ParsedArguments,
+    confirmation: object,
+    *,
+    target: str | None,
+    always_confirm: bool = False,
+) -> tuple[str, AuthzResult]:
+    """The steps every mutation takes, in SPEC §1.8 order: confirmation gate, base
+    authorization, idempotency identity. Returns (operation digest, authorization).
+
+    `target` None binds the confirmation to the operation digest itself (capture).
+
+    Raises:
+        ProtocolRefusal / ToolError: from the gate or the authorization.
+    """
+    op_digest = operation_digest(ctx.tool, parsed.arguments)
+    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
+    ctx.record(need.decision)
+    pass_confirmation_gate(
+        ctx,
+        confirmation,
+        target=op_digest if target is None else target,
+        op_digest=op_digest,
+        required=always_confirm or need.required,
+        ttl_s=need.ttl_seconds,
+    )
+    authz = authorize(ctx)
+    ctx.idempotency_key_digest = idempotency_key_digest(str(parsed.arguments["idempotency_key"]))
+    return op_digest, authz
 
 
 def idempotency_key_digest(key: str) -> str:
