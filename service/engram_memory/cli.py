@@ -1,4 +1,4 @@
-"""`engram-memory serve | demo | policy | audit | host`.
+"""`engram-memory serve | demo | policy | audit | host | admin`.
 
 Configuration problems print one line naming the problem and exit 2, before anything is
 written. Nothing here prints secrets, keys or memory content.
@@ -65,6 +65,12 @@ def _audit(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _admin(args: argparse.Namespace) -> int:
+    from engram_memory.admin.admin_cli import run
+
+    return run(args)
+
+
 def _host(args: argparse.Namespace) -> int:
     from engram_memory.admin.host_cli import run
 
@@ -92,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     demo.set_defaults(handler=_demo)
 
+    from engram_memory.admin.admin_cli import add_parser as add_admin
     from engram_memory.admin.audit_cli import add_parser as add_audit
     from engram_memory.admin.host_cli import add_parser as add_host
     from engram_memory.policy.cli import add_parser as add_policy
@@ -99,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy(sub).set_defaults(handler=_policy)
     add_audit(sub).set_defaults(handler=_audit)
     add_host(sub).set_defaults(handler=_host)
+    add_admin(sub).set_defaults(handler=_admin)
     return parser
 
 

@@ -84,6 +84,13 @@ REASONS: dict[str, set[str]] = {
         "all_families_consented",
         "family_not_consented",
     },
+    "maintenance": {
+        "default_deny",
+        "operator_holds_read",
+        "operator_holds_maintain",
+        "authority_not_held",
+        "operator_not_human",
+    },
     "admission": {
         "no_admission_policy",
         "reject_evidence_prefix",
@@ -186,6 +193,12 @@ def generate_corpus(seed: int = 20260101) -> list[tuple[str, dict[str, Any]]]:
         candidate = {**CANDIDATE, **changes}
         corpus.append(("admission", {**subject, "now_ms": CAPTURE_MS, "candidate": candidate}))
     corpus.append(("admission", {**_subject("t1", "w", "p:all", "pur:a"), "candidate": CANDIDATE}))
+    operators: list[Any] = ["human:both", "human:reader", "human:nobody", "svc:bot", 7]
+    for workspace, operator, authority in itertools.product(
+        ("w", "w2", "nope"), operators, ("read", "maintain", "admin")
+    ):
+        maintenance = {"tenant": "t1", "workspace": workspace, "operator": operator}
+        corpus.append(("maintenance", {**maintenance, "authority": authority, "operation": "x"}))
     # Anchors: every variant in the scopes whose data holds the rules they exercise.
     for workspace in ("w", "w2"):
         anchor = _subject("t1", workspace, "p:all", "pur:a")

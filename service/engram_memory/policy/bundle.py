@@ -42,6 +42,7 @@ DOMAINS: tuple[str, ...] = (
     "retention",
     "reconciliation",
     "admission",
+    "maintenance",
 )
 ENTRYPOINTS: tuple[str, ...] = tuple(f"engram/{domain}/decision" for domain in DOMAINS)
 BUNDLE_FILE = "bundle.tar.gz"

@@ -129,6 +129,16 @@ class Admission(_Model):
     otherwise: Literal["reject", "adjudication_required"] = "adjudication_required"
 
 
+Authority = Literal["read", "maintain"]
+Operator = Annotated[str, StringConstraints(max_length=512, pattern=r"^human:[^*]+$")]
+
+
+class Maintenance(_Model):
+    """Host operators (humans) and the maintenance authority each holds here (SPEC §1.6)."""
+
+    operators: dict[Operator, list[Authority]] = Field(min_length=1)
+
+
 class Workspace(_Model):
     memory_enabled: bool = False
     roles: dict[Name, list[ToolName]] = Field(default_factory=dict)
@@ -139,6 +149,7 @@ class Workspace(_Model):
     reconciliation: Reconciliation | None = None
     confirmation: Confirmation | None = None
     admission: Admission | None = None
+    maintenance: Maintenance | None = None
 
 
 class TenantPolicy(_Model):
@@ -290,6 +301,10 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
         out["response_ceiling_bytes"] = ceiling
     if ws.admission is not None:
         out["admission"] = ws.admission.model_dump(exclude_none=True)
+    if ws.maintenance is not None:
+        out["maintenance"] = {
+            "operators": {op: sorted(set(a)) for op, a in ws.maintenance.operators.items()}
+        }
     return out
 
 

@@ -37,6 +37,7 @@ CONFIRMATION_PATH = "engram/confirmation/decision"
 RETENTION_PATH = "engram/retention/decision"
 RECONCILIATION_PATH = "engram/reconciliation/decision"
 ADMISSION_PATH = "engram/admission/decision"
+MAINTENANCE_PATH = "engram/maintenance/decision"
 
 # SPEC §4.4: an admission decision older than this (or from the future) is stale.
 ADMISSION_MAX_AGE_MS = 300_000
@@ -97,7 +98,9 @@ class _RetentionResult(_Result):
     reasons: ReasonList
 
 
-class _ReconciliationResult(_Result):
+class _AllowResult(_Result):
+    """The shape of reconciliation and maintenance decisions."""
+
     allow: bool
     reasons: ReasonList
 
@@ -196,7 +199,9 @@ class RetentionResult:
 
 
 @dataclass(frozen=True, slots=True)
-class ReconciliationResult:
+class AllowResult:
+    """An allow/deny decision (reconciliation consent, maintenance authority)."""
+
     allow: bool
     decision: Decision
 
@@ -341,15 +346,33 @@ class PolicyDecider:
             decision=decision,
         )
 
-    def reconciliation(self, subject: Subject, family_refs: Sequence[str]) -> ReconciliationResult:
+    def reconciliation(self, subject: Subject, family_refs: Sequence[str]) -> AllowResult:
         """Are all `family_refs` consented.
 
         Raises:
             PolicyUnavailable, PolicyStale
         """
         policy_input = {**subject.as_input(), "family_refs": list(family_refs)}
-        parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, _ReconciliationResult)
-        return ReconciliationResult(allow=parsed.allow, decision=decision)
+        parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, _AllowResult)
+        return AllowResult(allow=parsed.allow, decision=decision)
+
+    def maintenance(
+        self, tenant: str, workspace: str, operator: str, authority: str, operation: str
+    ) -> AllowResult:
+        """May host operator `operator` use `authority` (read|maintain) for `operation` here.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        policy_input = {
+            "tenant": tenant,
+            "workspace": workspace,
+            "operator": operator,
+            "authority": authority,
+            "operation": operation,
+        }
+        parsed, decision = self._decide(MAINTENANCE_PATH, policy_input, _AllowResult)
+        return AllowResult(allow=parsed.allow, decision=decision)
 
     def admission(
         self, subject: Subject, candidate: AdmissionCandidate, now_ms: int

@@ -128,3 +128,11 @@ def verify_scope(tx: Transaction, scope_ref: str) -> int:
 
 def scopes(tx: Transaction) -> list[str]:
     return [str(row[0]) for row in tx.fetchall(_Q["scopes"])]
+
+
+def events_for(tx: Transaction, scope_ref: str, target_id: str) -> list[JsonValue]:
+    """The events of one candidate or record in this scope, across acceptance, in order."""
+    rows = tx.fetchall(
+        _Q["events_for"], [target_id, scope_ref, target_id, scope_ref, target_id, scope_ref]
+    )
+    return [{**json.loads(row[1]), "event_hash": str(row[2])} for row in rows]

@@ -167,6 +167,27 @@ def get_records(tx: Transaction, scope_ref: str, record_ids: Sequence[str]) -> d
     return {str(row[0]): _record_row(row) for row in rows}
 
 
+def set_record_state(
+    tx: Transaction,
+    scope_ref: str,
+    record_id: str,
+    state: str,
+    now_ms: int,
+    successor_id: str | None = None,
+) -> None:
+    tx.execute(_Q["set_record_state"], [state, successor_id, now_ms, scope_ref, record_id])
+
+
+def successor_of(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
+    row = tx.fetchone(_Q["get_successor"], [scope_ref, record_id])
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def expired_record_ids(tx: Transaction, scope_ref: str, now_ms: int) -> list[str]:
+    """Live records whose `expires_at` has passed (reads already hide them; SPEC §8)."""
+    return [str(row[0]) for row in tx.fetchall(_Q["expired_records"], [scope_ref, now_ms])]
+
+
 def tombstone_record(tx: Transaction, scope_ref: str, record_id: str, now_ms: int) -> None:
     tx.execute(_Q["tombstone_record"], [now_ms, scope_ref, record_id])
 

@@ -17,7 +17,7 @@ from engram_memory.tools.records import build_record
 from engram_memory.tools.runtime import CallContext
 
 
-def _rebuild_record(envelope: dict[str, Any], capture_cursor: int) -> dict[str, JsonValue]:
+def rebuild_record(envelope: dict[str, Any], capture_cursor: int) -> dict[str, JsonValue]:
     return build_record(
         envelope["payload"],
         recorded_at=str(envelope["recorded_at"]),
@@ -74,7 +74,7 @@ def request_admission(
         if candidate is None or candidate.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
         envelope = steps.open_item(ctx, candidate_id, candidate.sealed_body)
-        record = _rebuild_record(envelope, candidate.capture_cursor)
+        record = rebuild_record(envelope, candidate.capture_cursor)
         if record["record_digest"] != candidate.record_digest:
             raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
         existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
@@ -174,7 +174,7 @@ def _commit_decision(
         ),
     }
     if operation == "accept":
-        _promote(tx, ctx, candidate, record, event.cursor)
+        promote(tx, ctx, candidate, record, event.cursor)
         body["record_id"] = record["record_id"]
     # Accept and reject both end the candidate; its pending key is destroyed after commit.
     memory.set_candidate_state(
@@ -187,13 +187,17 @@ def _commit_decision(
     return body
 
 
-def _promote(
+def promote(
     tx: Transaction,
     ctx: CallContext,
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     accept_cursor: int,
 ) -> None:
+    """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
+
+    Shared by policy admission and host adjudication, so both promote identically.
+    """
     record_id = str(record["record_id"])
     ctx.target_ids.append(record_id)
     payload: Any = record

@@ -9,13 +9,13 @@ from __future__ import annotations
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
 from engram_memory.tools import indexing, steps
 from engram_memory.tools.runtime import CallContext
 
-TERMINAL_CANDIDATE_STATES = frozenset({"rejected", "withdrawn", "promoted"})
 # Every projection a forget must purge; the coverage receipt names them.
 PROJECTIONS = ("lexical_index",)
 
@@ -61,8 +61,7 @@ def withdraw(
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None:
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown or foreign")
-        if candidate.state in TERMINAL_CANDIDATE_STATES:
-            raise ToolError(ErrorCode.ALREADY_TERMINAL, "candidate terminal")
+        next_state("withdraw", candidate.state)
         event = journal.append(
             tx,
             ctx.scope_ref,
@@ -132,8 +131,7 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
         record = memory.get_record(tx, ctx.scope_ref, record_id)
         if record is None:
             raise ToolError(ErrorCode.NOT_FOUND, "record unknown or foreign")
-        if record.state == "tombstoned":
-            raise ToolError(ErrorCode.ALREADY_TERMINAL, "record tombstoned")
+        next_state("tombstone", record.state)
         event = journal.append(
             tx,
             ctx.scope_ref,

@@ -17,3 +17,18 @@ WHERE scope_ref = ? ORDER BY cursor;
 
 -- name: scopes
 SELECT DISTINCT scope_ref FROM journal_events ORDER BY scope_ref;
+
+-- name: events_for
+-- A target's own events, plus those of the candidate it was accepted from (or the record
+-- a candidate became), so one history spans acceptance.
+WITH related AS (
+    SELECT ? AS id
+    UNION SELECT target_id FROM journal_events
+          WHERE scope_ref = ? AND operation = 'accept'
+            AND json_extract_string(event_json, '$.record_id') = ?
+    UNION SELECT json_extract_string(event_json, '$.record_id') FROM journal_events
+          WHERE scope_ref = ? AND operation = 'accept' AND target_id = ?
+)
+SELECT cursor, event_json, event_hash FROM journal_events
+WHERE scope_ref = ? AND target_id IN (SELECT id FROM related)
+ORDER BY cursor;

@@ -28,6 +28,18 @@ SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_c
        valid_t, valid_t_end, expires_at_ms, sealed_body
 FROM records WHERE scope_ref = ? AND list_contains(?, record_id);
 
+-- name: set_record_state
+UPDATE records SET state = ?, successor_id = ?, updated_at_ms = ? WHERE scope_ref = ? AND record_id = ?;
+
+-- name: get_successor
+SELECT successor_id FROM records WHERE scope_ref = ? AND record_id = ?;
+
+-- name: expired_records
+SELECT record_id FROM records
+WHERE scope_ref = ? AND state IN ('accepted_current', 'accepted_disputed', 'historical')
+  AND expires_at_ms IS NOT NULL AND expires_at_ms <= ?
+ORDER BY record_id;
+
 -- name: tombstone_record
 UPDATE records SET state = 'tombstoned', sealed_body = NULL, updated_at_ms = ?
 WHERE scope_ref = ? AND record_id = ?;

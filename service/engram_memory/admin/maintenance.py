@@ -1,0 +1,294 @@
+"""Host-only maintenance: adjudication and record lifecycle operations (SPEC §1.6, §8).
+
+Never reachable over MCP. Every operation goes the way an agent call goes: the maintenance
+authority is decided by `engram.maintenance` (Rego), the transition by the one lifecycle
+table, and the journal event, state change and audit entry commit in one transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.digests import digest
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
+from engram_memory.host.context import InvocationContext
+from engram_memory.store import journal, memory
+from engram_memory.store.database import Transaction
+from engram_memory.tools import steps
+from engram_memory.tools.admission import promote, rebuild_record
+from engram_memory.tools.runtime import CallContext, Services
+
+RECORD_OPERATIONS = (
+    "dispute",
+    "resolve_dispute",
+    "supersede",
+    "mark_non_current",
+    "rewind",
+    "expire",
+    "trust_invalidate",
+)
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Operator:
+    """The human acting, and on which workspace."""
+
+    tenant: str
+    workspace: str
+    operator: str  # human:<subject>
+
+
+class MaintenanceService:
+    """Maintenance operations over the same store, keys and policy as the six tools."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def _context(self, who: Operator, operation: str) -> CallContext:
+        now_s = self.services.clock_ms() // 1000
+        invocation = InvocationContext(
+            host_id="host:maintenance",
+            tenant=who.tenant,
+            workspace=who.workspace,
+            principal=who.operator,
+            agent_id="host:maintenance",
+            session=f"maintenance:{uuid.uuid4().hex}",
+            purpose_ref="purpose:maintenance",
+            audit_id=f"admin:{uuid.uuid4().hex}",
+            issued_at_s=now_s,
+            expires_at_s=now_s + 300,
+        )
+        return CallContext(
+            self.services, invocation, f"admin:{operation}", self.services.clock_ms()
+        )
+
+    def _run(
+        self,
+        who: Operator,
+        operation: str,
+        authority: str,
+        action: Callable[[CallContext], dict[str, JsonValue]],
+    ) -> dict[str, JsonValue]:
+        """Authorize, act, and audit every outcome (refusals included).
+
+        Raises:
+            ToolError: UNAUTHORIZED without the authority; the operation's own codes.
+        """
+        ctx = self._context(who, operation)
+        try:
+            result = self.services.decider.maintenance(
+                who.tenant, who.workspace, who.operator, authority, operation
+            )
+            ctx.record(result.decision)
+            if not result.allow:
+                raise ToolError(ErrorCode.UNAUTHORIZED, "maintenance authority not held")
+            output = action(ctx)
+        except ToolError as error:
+            if not ctx.audited:
+                with self.services.database.transaction() as tx:
+                    steps.write_audit(tx, ctx, error.code.name, error.detail)
+            raise
+        if not ctx.audited:
+            with self.services.database.transaction() as tx:
+                steps.write_audit(tx, ctx, "ok")
+        return output
+
+    # -- adjudication ------------------------------------------------------------------
+
+    def adjudicate(
+        self, who: Operator, candidate_id: str, decision: str, reason_ref: str
+    ) -> dict[str, JsonValue]:
+        """A human accepts or rejects a pending candidate (e.g. one held by the guard)."""
+        if decision not in ("accept", "reject"):
+            raise ToolError(ErrorCode.INVALID_SCHEMA, "decision must be accept or reject")
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            ctx.target_ids.append(candidate_id)
+            with self.services.database.transaction() as tx:
+                candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+                if candidate is None:
+                    raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
+                to_state = next_state(decision, candidate.state)
+                record = rebuild_record(
+                    steps.open_item(ctx, candidate_id, candidate.sealed_body),
+                    candidate.capture_cursor,
+                )
+                fields: dict[str, JsonValue] = {
+                    "digests": {
+                        "record_digest": candidate.record_digest,
+                        "reason_digest": digest("reason", {"reason_ref": reason_ref}),
+                    },
+                    "adjudicated_by": ctx.principal_ref,
+                    "recorded_at": ctx.now_instant,
+                }
+                if decision == "accept":
+                    fields["record_id"] = record["record_id"]
+                event = journal.append(
+                    tx,
+                    ctx.scope_ref,
+                    event_id=f"admission:{candidate_id}",
+                    operation=decision,
+                    target_id=candidate_id,
+                    fields=fields,
+                )
+                if decision == "accept":
+                    promote(tx, ctx, candidate, record, event.cursor)
+                memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, to_state, ctx.now_ms)
+                steps.write_audit(tx, ctx, "ok")
+            steps.destroy_key(ctx, candidate_id)
+            output: dict[str, JsonValue] = {
+                "candidate_id": candidate_id,
+                "status": "accepted" if decision == "accept" else "rejected",
+                "cursor": event.cursor_text,
+            }
+            if decision == "accept":
+                output["record_id"] = record["record_id"]
+            return output
+
+        return self._run(who, "adjudicate", "maintain", act)
+
+    # -- record lifecycle -----------------------------------------------------------------
+
+    def transition(
+        self,
+        who: Operator,
+        operation: str,
+        record_id: str,
+        reason_ref: str,
+        successor_id: str | None = None,
+    ) -> dict[str, JsonValue]:
+        """dispute, resolve_dispute, supersede (with `successor_id`), mark_non_current,
+        rewind, expire or trust_invalidate one record."""
+        if operation not in RECORD_OPERATIONS:
+            raise ToolError(ErrorCode.INVALID_SCHEMA, "unknown record operation")
+        if (operation == "supersede") != (successor_id is not None):
+            raise ToolError(ErrorCode.INVALID_SCHEMA, "successor_id goes with supersede only")
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            ctx.target_ids.append(record_id)
+            with self.services.database.transaction() as tx:
+                output = self._transition(tx, ctx, operation, record_id, reason_ref, successor_id)
+                steps.write_audit(tx, ctx, "ok")
+            return output
+
+        return self._run(who, operation, "maintain", act)
+
+    def _transition(
+        self,
+        tx: Transaction,
+        ctx: CallContext,
+        operation: str,
+        record_id: str,
+        reason_ref: str,
+        successor_id: str | None,
+    ) -> dict[str, JsonValue]:
+        record = memory.get_record(tx, ctx.scope_ref, record_id)
+        if record is None:
+            raise ToolError(ErrorCode.NOT_FOUND, "record unknown")
+        to_state = next_state(operation, record.state)
+        if operation == "supersede":
+            assert successor_id is not None
+            successor = memory.get_record(tx, ctx.scope_ref, successor_id)
+            if successor is None or successor_id == record_id:
+                raise ToolError(ErrorCode.NOT_FOUND, "successor unknown")
+            if successor.state != ACCEPTED_CURRENT:
+                raise ToolError(ErrorCode.ILLEGAL_TRANSITION, "successor not accepted_current")
+            ctx.target_ids.append(successor_id)
+        demoted = None
+        if operation == "rewind":
+            demoted = memory.successor_of(tx, ctx.scope_ref, record_id)
+        event = journal.append(
+            tx,
+            ctx.scope_ref,
+            event_id=f"{operation}:{record_id}@{journal.head(tx, ctx.scope_ref)[0] + 1}",
+            operation=operation,
+            target_id=record_id,
+            fields={
+                "digests": {"reason_digest": digest("reason", {"reason_ref": reason_ref})},
+                "from_state": record.state,
+                "to_state": to_state,
+                "successor_id": successor_id or demoted or "",
+                "operator_ref": ctx.principal_ref,
+                "recorded_at": ctx.now_instant,
+            },
+        )
+        memory.set_record_state(tx, ctx.scope_ref, record_id, to_state, ctx.now_ms, successor_id)
+        if demoted is not None:
+            # SPEC §8: rewinding a superseded record demotes its successor atomically.
+            demoted_row = memory.get_record(tx, ctx.scope_ref, demoted)
+            if demoted_row is not None and demoted_row.state in (
+                "accepted_current",
+                "accepted_disputed",
+            ):
+                memory.set_record_state(tx, ctx.scope_ref, demoted, "historical", ctx.now_ms)
+                ctx.target_ids.append(demoted)
+        return {
+            "record_id": record_id,
+            "operation": operation,
+            "from_state": record.state,
+            "to_state": to_state,
+            "cursor": event.cursor_text,
+            "event_digest": event.event_hash,
+        }
+
+    def expiry_sweep(self, who: Operator, progress: Progress) -> dict[str, JsonValue]:
+        """Journal an `expire` for every live record past its `expires_at`."""
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            with self.services.database.transaction() as tx:
+                due = memory.expired_record_ids(tx, ctx.scope_ref, ctx.now_ms)
+                for index, record_id in enumerate(due, start=1):
+                    self._transition(tx, ctx, "expire", record_id, "reason:expiry-sweep", None)
+                    ctx.target_ids.append(record_id)
+                    progress(f"expired {index}/{len(due)}")
+                steps.write_audit(tx, ctx, "ok")
+            return {"expired": len(due)}
+
+        return self._run(who, "expiry_sweep", "maintain", act)
+
+    # -- inspection (read authority) -------------------------------------------------------
+
+    def history(self, who: Operator, target_id: str) -> dict[str, JsonValue]:
+        """The journal events of a candidate or record (ids and digests, never content)."""
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            ctx.target_ids.append(target_id)
+            with self.services.database.transaction() as tx:
+                events = journal.events_for(tx, ctx.scope_ref, target_id)
+            if not events:
+                raise ToolError(ErrorCode.NOT_FOUND, "no history")
+            return {"target_id": target_id, "events": events}
+
+        return self._run(who, "history", "read", act)
+
+    def inspect_candidate(
+        self, who: Operator, candidate_id: str, *, show_content: bool = False
+    ) -> dict[str, JsonValue]:
+        """A candidate's state and digests; its sealed content only on explicit request
+        (audited as such), so an operator can adjudicate what it cannot otherwise see."""
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            ctx.target_ids.append(candidate_id)
+            with self.services.database.transaction() as tx:
+                candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+            if candidate is None:
+                raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
+            view: dict[str, Any] = {
+                "candidate_id": candidate_id,
+                "state": candidate.state,
+                "payload_digest": candidate.payload_digest,
+                "record_digest": candidate.record_digest,
+                "capture_cursor": str(candidate.capture_cursor),
+            }
+            if show_content:
+                view["envelope"] = steps.open_item(ctx, candidate_id, candidate.sealed_body)
+            return view
+
+        operation = "inspect_candidate_content" if show_content else "inspect_candidate"
+        return self._run(who, operation, "read", act)
