@@ -335,3 +335,15 @@ def test_admission_destroys_the_pending_key_of_accepted_and_rejected_candidates(
     value(admit(alice, accepted))
     value(admit(alice, rejected))
     assert all(_files_holding(services, key) == [] for key in keys)
+
+
+def test_forgotten_content_that_policy_rejects_stays_rejected(alice: Caller) -> None:
+    args = demo_capture_arguments("Forgotten, then re-sent untrusted.", _key())
+    outcome = value(admit(alice, value(alice.call(CAPTURE, args))["candidate_id"]))["outcome"]
+    value(forget(alice, outcome["record_id"]))
+    untrusted = demo_capture_arguments(
+        "Forgotten, then re-sent untrusted.", _key(), evidence_ref="evidence:untrusted/y"
+    )
+    untrusted["payload"] = args["payload"]  # same content, other evidence
+    again = value(alice.call(CAPTURE, untrusted))
+    assert value(admit(alice, again["candidate_id"]))["outcome"]["status"] == "rejected"
