@@ -118,9 +118,14 @@ class MemoryService:
         except ToolError as error:
             envelope = failure_envelope(error.code, invocation.audit_id)
             outcome, detail = error.code.name, error.detail
+        # A tool audits inside its own transaction only when it committed a write.
+        committed = ctx.audited and outcome == "ok"
         if not self._audit_outcome(ctx, outcome, detail):
             # No audit entry, no answer: an unaudited success must not reach the agent.
             return failure_envelope(ErrorCode.STORE_UNAVAILABLE, invocation.audit_id)
+        if committed and self.services.settings.failpoints.drop_response_after_commit(request.tool):
+            # Test-only (UnsafeFailpoints): the commit stands, the answer is "lost".
+            return failure_envelope(ErrorCode.MUTATION_OUTCOME_UNKNOWN, invocation.audit_id)
         return envelope
 
     def _audit_outcome(self, ctx: CallContext, outcome: str, detail: str) -> bool:

@@ -15,6 +15,7 @@ from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
+from engram_memory.failpoints import UnsafeFailpoints
 from engram_memory.host.context import InvocationContext
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
@@ -27,6 +28,8 @@ class ServiceSettings:
     host_memory_enabled: bool = True
     # SPEC §4.1: default response ceiling; policy may lower it per binding.
     response_ceiling_bytes: int = 2_097_152
+    # Test-only (never armed unless ENGRAM_UNSAFE_FAILPOINTS is set when the service starts).
+    failpoints: UnsafeFailpoints = field(default_factory=UnsafeFailpoints.from_environment)
 
 
 @dataclass
