@@ -3,7 +3,11 @@
 Runs against the data directory directly (DuckDB admits one writer: stop the server first).
 Every command is authorized by `engram.maintenance` for the named human operator, journaled
 and audited like an agent call. Results print as JSON; a refusal prints its error code and
-exits 1.
+exits 1. Long operations (expiry sweep, key rotation, backup, restore) report progress on
+stderr.
+
+`restore` never opens the configured data directory: it writes a new one (`--to`) and audits
+into the restored store's own chain once it verified.
 """
 
 from __future__ import annotations
@@ -11,11 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
+from engram_memory.admin.backup import DEFAULT_MAX_AGE_DAYS, BackupService
 from engram_memory.admin.maintenance import RECORD_OPERATIONS, MaintenanceService, Operator
+from engram_memory.admin.restore import RestoreRequest, restore
+from engram_memory.admin.rotation import RotationService
+from engram_memory.config import ServiceConfig
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ToolError
+from engram_memory.crypto.keys import RootKey
 
 _CONFIG_FLAGS = ("data_dir", "host_keys", "root_key", "policy", "bundle")
 
@@ -55,7 +66,33 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     inspect.add_argument(
         "--show-content", action="store_true", help="open the sealed envelope (audited)"
     )
+    commands.add_parser(
+        "rotate-scope-key", help="new epoch for this workspace's scope key; re-wrap its keys"
+    )
+    rotate_root = commands.add_parser(
+        "rotate-root-key", help="re-wrap every item key under a new root key"
+    )
+    rotate_root.add_argument(
+        "--new-root-key",
+        required=True,
+        help="key file from `engram-memory host new-root-key --current ...`",
+    )
+    backup = commands.add_parser("backup", help="write an encrypted, verifiable archive")
+    backup.add_argument("--out", required=True, help="archive file to create")
+    restore_cmd = commands.add_parser("restore", help="verify an archive; restore it to --to")
+    restore_cmd.add_argument("--from", dest="archive", required=True, help="archive file")
+    restore_cmd.add_argument("--to", required=True, help="new or empty data directory")
+    restore_cmd.add_argument(
+        "--max-age-days",
+        type=int,
+        default=DEFAULT_MAX_AGE_DAYS,
+        help="refuse older archives: they may hold keys destroyed since (default 30)",
+    )
     return parser
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _dispatch(
@@ -65,7 +102,14 @@ def _dispatch(
     if command == "adjudicate":
         return service.adjudicate(who, args.candidate_id, args.decision, args.reason)
     if command == "expiry-sweep":
-        return service.expiry_sweep(who, lambda line: print(line, file=sys.stderr))
+        return service.expiry_sweep(who, _progress)
+    if command == "rotate-scope-key":
+        return RotationService(service.services).rotate_scope_key(who, _progress)
+    if command == "rotate-root-key":
+        new_root = RootKey.load(Path(args.new_root_key))
+        return RotationService(service.services).rotate_root_key(who, new_root, _progress)
+    if command == "backup":
+        return BackupService(service.services).backup(who, Path(args.out), _progress)
     if command == "history":
         return service.history(who, args.target_id)
     if command == "inspect":
@@ -82,11 +126,38 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config({flag: getattr(args, flag) for flag in _CONFIG_FLAGS})
     who = Operator(args.tenant, args.workspace, args.operator)
-    with open_service(config) as service:
-        try:
-            output = _dispatch(MaintenanceService(service.services), who, args)
-        except ToolError as error:
-            print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
-            return 1
+    try:
+        if args.admin_command == "restore":
+            output = _restore(config, who, args)
+        else:
+            with open_service(config) as service:
+                output = _dispatch(MaintenanceService(service.services), who, args)
+    except ToolError as error:
+        print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
+        return 1
     print(json.dumps({"ok": True, "value": output}, indent=2, ensure_ascii=False))
     return 0
+
+
+def _restore(
+    config: ServiceConfig, who: Operator, args: argparse.Namespace
+) -> dict[str, JsonValue]:
+    from engram_memory.host.keys import HostKeyring
+    from engram_memory.policy.decider import PolicyDecider
+    from engram_memory.policy.factory import open_policy_engine
+
+    root = RootKey.load(config.root_key)
+    host_keys = HostKeyring.from_file(config.host_keys)
+
+    def clock_ms() -> int:
+        return time.time_ns() // 1_000_000
+
+    with open_policy_engine(config.policy, config.bundle) as (engine, identity):
+        request = RestoreRequest(
+            root=root,
+            decider=PolicyDecider(engine, identity, clock_ms),
+            host_keys=host_keys,
+            clock_ms=clock_ms,
+            max_age_days=args.max_age_days,
+        )
+        return restore(request, who, Path(args.archive), Path(args.to), _progress)

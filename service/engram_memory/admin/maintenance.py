@@ -44,29 +44,90 @@ class Operator:
     operator: str  # human:<subject>
 
 
+def operator_context(services: Services, who: Operator, operation: str) -> CallContext:
+    """A call context for a host operator: bound to the workspace's scope, audited as
+    `admin:<operation>`, never carrying an agent's credentials."""
+    now_s = services.clock_ms() // 1000
+    invocation = InvocationContext(
+        host_id="host:maintenance",
+        tenant=who.tenant,
+        workspace=who.workspace,
+        principal=who.operator,
+        agent_id="host:maintenance",
+        session=f"maintenance:{uuid.uuid4().hex}",
+        purpose_ref="purpose:maintenance",
+        audit_id=f"admin:{uuid.uuid4().hex}",
+        issued_at_s=now_s,
+        expires_at_s=now_s + 300,
+    )
+    return CallContext(services, invocation, f"admin:{operation}", services.clock_ms())
+
+
+def authorize_operator(
+    ctx: CallContext, who: Operator, authority: str, operation: str, scope_ref: str | None = None
+) -> None:
+    """Decide `authority` for the operator in `scope_ref` (default: its bound workspace) and
+    keep the receipt on `ctx`, so that it lands in the operation's audit entry.
+
+    Raises:
+        ToolError: UNAUTHORIZED without the authority; POLICY_* from the decider.
+    """
+    tenant, workspace = who.tenant, who.workspace
+    if scope_ref is not None:
+        tenant, workspace = split_scope_ref(scope_ref)
+    result = ctx.services.decider.maintenance(tenant, workspace, who.operator, authority, operation)
+    ctx.record(result.decision)
+    if not result.allow:
+        raise ToolError(ErrorCode.UNAUTHORIZED, "maintenance authority not held")
+
+
+def split_scope_ref(scope_ref: str) -> tuple[str, str]:
+    """(tenant, workspace) of `tenant:<t>/workspace:<w>`.
+
+    Raises:
+        ToolError: INVALID_SCHEMA for any other form.
+    """
+    tenant, _, workspace = scope_ref.partition("/")
+    if not tenant.startswith("tenant:") or not workspace.startswith("workspace:"):
+        raise ToolError(ErrorCode.INVALID_SCHEMA, "not a scope reference")
+    return tenant.removeprefix("tenant:"), workspace.removeprefix("workspace:")
+
+
+def run_authorized(
+    services: Services,
+    who: Operator,
+    operation: str,
+    authority: str,
+    action: Callable[[CallContext], dict[str, JsonValue]],
+) -> dict[str, JsonValue]:
+    """Authorize, act, and audit every outcome (refusals included), as agent calls are.
+
+    `action` may authorize further scopes with `authorize_operator` and may write the audit
+    entry itself inside its own transaction (then `ctx.audited` is set).
+
+    Raises:
+        ToolError: UNAUTHORIZED without the authority; the operation's own codes.
+    """
+    ctx = operator_context(services, who, operation)
+    try:
+        authorize_operator(ctx, who, authority, operation)
+        output = action(ctx)
+    except ToolError as error:
+        if not ctx.audited:
+            with services.database.transaction() as tx:
+                steps.write_audit(tx, ctx, error.code.name, error.detail)
+        raise
+    if not ctx.audited:
+        with services.database.transaction() as tx:
+            steps.write_audit(tx, ctx, "ok")
+    return output
+
+
 class MaintenanceService:
     """Maintenance operations over the same store, keys and policy as the six tools."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
-
-    def _context(self, who: Operator, operation: str) -> CallContext:
-        now_s = self.services.clock_ms() // 1000
-        invocation = InvocationContext(
-            host_id="host:maintenance",
-            tenant=who.tenant,
-            workspace=who.workspace,
-            principal=who.operator,
-            agent_id="host:maintenance",
-            session=f"maintenance:{uuid.uuid4().hex}",
-            purpose_ref="purpose:maintenance",
-            audit_id=f"admin:{uuid.uuid4().hex}",
-            issued_at_s=now_s,
-            expires_at_s=now_s + 300,
-        )
-        return CallContext(
-            self.services, invocation, f"admin:{operation}", self.services.clock_ms()
-        )
 
     def _run(
         self,
@@ -75,29 +136,7 @@ class MaintenanceService:
         authority: str,
         action: Callable[[CallContext], dict[str, JsonValue]],
     ) -> dict[str, JsonValue]:
-        """Authorize, act, and audit every outcome (refusals included).
-
-        Raises:
-            ToolError: UNAUTHORIZED without the authority; the operation's own codes.
-        """
-        ctx = self._context(who, operation)
-        try:
-            result = self.services.decider.maintenance(
-                who.tenant, who.workspace, who.operator, authority, operation
-            )
-            ctx.record(result.decision)
-            if not result.allow:
-                raise ToolError(ErrorCode.UNAUTHORIZED, "maintenance authority not held")
-            output = action(ctx)
-        except ToolError as error:
-            if not ctx.audited:
-                with self.services.database.transaction() as tx:
-                    steps.write_audit(tx, ctx, error.code.name, error.detail)
-            raise
-        if not ctx.audited:
-            with self.services.database.transaction() as tx:
-                steps.write_audit(tx, ctx, "ok")
-        return output
+        return run_authorized(self.services, who, operation, authority, action)
 
     # -- adjudication ------------------------------------------------------------------
 

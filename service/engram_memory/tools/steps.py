@@ -14,14 +14,8 @@ from engram_memory.contract.canonical import JsonValue, canonical_json, canonica
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.parsing import ParsedArguments
-from engram_memory.crypto.sealing import (
-    SealBroken,
-    new_data_key,
-    open_sealed,
-    seal,
-    unwrap_key,
-    wrap_key,
-)
+from engram_memory.crypto.keyfile import KeyFileBroken
+from engram_memory.crypto.sealing import SealBroken, new_data_key, open_sealed, seal
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult
@@ -147,15 +141,14 @@ def remember_result(
 
 
 def seal_item(ctx: CallContext, item_id: str, body: Mapping[str, JsonValue]) -> bytes:
-    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key.
+    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key
+    of the store's current root and the scope's current epoch.
 
     The key file is written before the row that needs it commits; if that transaction
     fails, an orphan key with no ciphertext is left behind, which reveals nothing.
     """
     data_key = new_data_key()
-    scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
-    wrapped = wrap_key(scope_key, data_key, ctx.scope_ref, item_id)
-    ctx.services.keys.put(ctx.scope_ref, item_id, wrapped)
+    ctx.services.keys.store_item_key(ctx.services.root_key, ctx.scope_ref, item_id, data_key)
     return seal(data_key, canonical_json(dict(body)), ctx.scope_ref, item_id)
 
 
@@ -165,12 +158,15 @@ def open_item(ctx: CallContext, item_id: str, sealed: bytes | None) -> dict[str,
     Raises:
         ToolError: BLOB_MISSING when the body or its key is gone or does not open.
     """
-    wrapped = ctx.services.keys.get(ctx.scope_ref, item_id)
-    if sealed is None or wrapped is None:
-        raise ToolError(ErrorCode.BLOB_MISSING, "sealed body or item key missing")
-    scope_key = ctx.services.root_key.scope_wrapping_key(ctx.scope_ref)
     try:
-        data_key = unwrap_key(scope_key, wrapped, ctx.scope_ref, item_id)
+        data_key = ctx.services.keys.load_item_key(ctx.services.root_key, ctx.scope_ref, item_id)
+    except KeyFileBroken as exc:
+        # Tampered, foreign, or wrapped under a root this service was not given.
+        log.error("item key file does not open tool=%s", ctx.tool)
+        raise ToolError(ErrorCode.BLOB_MISSING, "item key does not open") from exc
+    if sealed is None or data_key is None:
+        raise ToolError(ErrorCode.BLOB_MISSING, "sealed body or item key missing")
+    try:
         body: dict[str, JsonValue] = json.loads(
             open_sealed(data_key, sealed, ctx.scope_ref, item_id)
         )

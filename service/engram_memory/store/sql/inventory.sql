@@ -1,0 +1,20 @@
+-- Read-only helpers for key rotation and backups (admin/rotation.py, admin/backup.py).
+
+-- name: item_refs
+SELECT scope_ref, candidate_id FROM candidates
+UNION
+SELECT scope_ref, record_id FROM records;
+
+-- name: scopes
+SELECT scope_ref FROM journal_events
+UNION
+SELECT scope_ref FROM candidates
+UNION
+SELECT scope_ref FROM records
+ORDER BY scope_ref;
+
+-- name: audit_head
+SELECT sequence, entry_hash FROM audit_entries ORDER BY sequence DESC LIMIT 1;
+
+-- name: journal_heads
+SELECT scope_ref, max(cursor), arg_max(event_hash, cursor) FROM journal_events GROUP BY scope_ref;
