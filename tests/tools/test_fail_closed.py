@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+import pytest
 
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import PolicyDecider
@@ -99,3 +102,59 @@ def test_destroyed_item_key_is_blob_missing_not_plaintext(
     assert value(
         alice.call("engram_memory_search", {"query": "zzz", "purpose_ref": alice.purpose_ref})
     )
+
+
+def _explode(*_args: object, **_kwargs: object) -> None:
+    raise RuntimeError("leak? /srv/engram/secret.duckdb SELECT * FROM records password=x")
+
+
+def test_unexpected_failure_before_commit_is_capability_unavailable_without_leaking(
+    alice: Caller,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr("engram_memory.tools.capture.build_record", _explode)
+    envelope = alice.call(
+        "engram_memory_capture", demo_capture_arguments("x", uuid.uuid4().hex * 2)
+    )
+    assert code(envelope) == "CAPABILITY_UNAVAILABLE"
+    assert high_water(services) == 0
+    assert "leak?" not in json.dumps(envelope)
+    assert "leak?" not in caplog.text
+    assert "/srv/engram" not in caplog.text
+
+
+def test_unexpected_failure_after_commit_is_mutation_outcome_unknown_and_retry_settles_it(
+    alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_id = accepted_record(alice)
+    args = {
+        "record_id": record_id,
+        "idempotency_key": uuid.uuid4().hex * 2,
+        "reason_ref": "reason:r",
+    }
+    with monkeypatch.context() as patch:
+        patch.setattr("engram_memory.tools.steps.destroy_key", _explode)
+        lost = alice.call(
+            "engram_memory_forget", args, alice.confirm("engram_memory_forget", args, record_id)
+        )
+    assert code(lost) == "MUTATION_OUTCOME_UNKNOWN"
+    retried = value(
+        alice.call(
+            "engram_memory_forget", args, alice.confirm("engram_memory_forget", args, record_id)
+        )
+    )
+    assert retried["replayed"] is True
+    assert retried["projection_invalidation"] == "complete"
+
+
+def test_unexpected_failure_in_a_read_is_capability_unavailable(
+    alice: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_id = accepted_record(alice)
+    monkeypatch.setattr("engram_memory.tools.get.packet_budget", _explode)
+    envelope = alice.call(
+        "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
+    )
+    assert code(envelope) == "CAPABILITY_UNAVAILABLE"

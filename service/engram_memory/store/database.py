@@ -66,6 +66,9 @@ class Database:
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self._connection = connection
         self._lock = threading.RLock()
+        # Per worker thread: how many writing transactions this thread committed. A call runs
+        # on one thread, so comparing before/after tells whether anything of it is durable.
+        self._commits = threading.local()
 
     @classmethod
     def open(cls, data_dir: Path, *, read_only: bool = False) -> Database:
@@ -142,6 +145,12 @@ class Database:
                 self._connection.execute("COMMIT")
             except duckdb.Error as exc:
                 raise CommitOutcomeUnknown("commit failed") from exc
+            if tx.wrote:
+                self._commits.count = self.commits_on_this_thread() + 1
+
+    def commits_on_this_thread(self) -> int:
+        count: int = getattr(self._commits, "count", 0)
+        return count
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
@@ -157,8 +166,11 @@ class Transaction:
 
     def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
         self._connection = connection
+        # Statements go through execute/executemany; fetch* only read.
+        self.wrote = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.wrote = True
         try:
             self._connection.execute(sql, list(params))
         except duckdb.Error as exc:
@@ -167,6 +179,7 @@ class Transaction:
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
+        self.wrote = True
         try:
             self._connection.executemany(sql, [list(row) for row in rows])
         except duckdb.Error as exc:

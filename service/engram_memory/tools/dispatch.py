@@ -141,6 +141,7 @@ class MemoryService:
         return True
 
     def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
+        commits_before = self.services.database.commits_on_this_thread()
         try:
             if request.tool not in self._visible(ctx.invocation, ctx):
                 raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
@@ -169,11 +170,14 @@ class MemoryService:
             # Rolled back before COMMIT: definitely nothing written.
             raise ToolError(ErrorCode.STORE_UNAVAILABLE, "store failure") from exc
         except Exception as exc:
-            # The type only: exception text may quote stored content or arguments.
+            # The one boundary where unknown failures become codes. The type only is
+            # logged: exception text may quote stored content or arguments.
             log.error("unexpected %s in %s", type(exc).__name__, ctx.tool)
+            # SPEC §5: unknown if anything of this call may be durable, else a capability fault.
+            committed = self.services.database.commits_on_this_thread() > commits_before
             code = (
-                ErrorCode.CAPABILITY_UNAVAILABLE
-                if request.tool in _READ_TOOLS
-                else ErrorCode.MUTATION_OUTCOME_UNKNOWN
+                ErrorCode.MUTATION_OUTCOME_UNKNOWN
+                if committed and request.tool not in _READ_TOOLS
+                else ErrorCode.CAPABILITY_UNAVAILABLE
             )
             raise ToolError(code, type(exc).__name__) from exc
