@@ -107,3 +107,21 @@ def _clock() -> int:
 @pytest.fixture
 def alice(services: Services) -> Caller:
     return Caller(MemoryService(services))
+
+
+def fresh_key(label: str = "key") -> str:
+    """A new idempotency key (at least 16 bytes, as the contract requires)."""
+    return f"{label}-{uuid.uuid4().hex}"
+
+
+def ok_value(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The output value of a success envelope (fails the test on an error envelope)."""
+    assert envelope["ok"] is True, envelope
+    result: dict[str, Any] = envelope["output"]["value"]
+    return result
+
+
+def error_of(envelope: dict[str, Any]) -> tuple[str, bool]:
+    """(code, retriable) of an error envelope (fails the test on a success)."""
+    assert envelope["ok"] is False, envelope
+    return envelope["error"]["code"], envelope["error"]["retriable"]

@@ -7,9 +7,6 @@ process against the real DuckDB store and the embedded OPA Wasm engine.
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError
@@ -17,6 +14,9 @@ from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import ENV_VAR, UnsafeFailpoints, UnsafeFailpointWarning
 from engram_memory.tools.runtime import Services, ServiceSettings
 from tests.harness import Caller
+from tests.harness import error_of as _error
+from tests.harness import fresh_key as _key
+from tests.harness import ok_value as _value
 
 CAPTURE = "engram_memory_capture"
 ADMIT = "engram_memory_request_admission"
@@ -24,21 +24,6 @@ WITHDRAW = "engram_memory_withdraw"
 FORGET = "engram_memory_forget"
 GET = "engram_memory_get"
 SCOPE = "tenant:acme/workspace:support"
-
-
-def _key(label: str) -> str:
-    return f"{label}-{uuid.uuid4().hex}"
-
-
-def _value(envelope: dict[str, Any]) -> dict[str, Any]:
-    assert envelope["ok"] is True, envelope
-    result: dict[str, Any] = envelope["output"]["value"]
-    return result
-
-
-def _error(envelope: dict[str, Any]) -> tuple[str, bool]:
-    assert envelope["ok"] is False, envelope
-    return envelope["error"]["code"], envelope["error"]["retriable"]
 
 
 def journal_events(services: Services, operation: str) -> list[tuple[str, str]]:

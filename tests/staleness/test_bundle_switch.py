@@ -8,7 +8,6 @@ OPA is a real `opa run --server` whose bundle is switched while it runs (conftes
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,9 @@ from engram_memory.policy.engine import EngineAnswer, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.tools.runtime import Services
 from tests.harness import Caller
+from tests.harness import error_of as _error
+from tests.harness import fresh_key as _key
+from tests.harness import ok_value as _value
 from tests.staleness.conftest import Bundle, WatchedOpa, memory_service
 
 pytestmark = pytest.mark.opa
@@ -29,21 +31,6 @@ pytestmark = pytest.mark.opa
 CAPTURE = "engram_memory_capture"
 ADMIT = "engram_memory_request_admission"
 SCOPE = "tenant:acme/workspace:support"
-
-
-def _key(label: str) -> str:
-    return f"{label}-{uuid.uuid4().hex}"
-
-
-def _value(envelope: dict[str, Any]) -> dict[str, Any]:
-    assert envelope["ok"] is True, envelope
-    result: dict[str, Any] = envelope["output"]["value"]
-    return result
-
-
-def _error(envelope: dict[str, Any]) -> tuple[str, bool]:
-    assert envelope["ok"] is False, envelope
-    return envelope["error"]["code"], envelope["error"]["retriable"]
 
 
 def _journal_length(services: Services) -> int:
