@@ -20,7 +20,7 @@ from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
 from engram_memory.store.database import Transaction
 from engram_memory.tools import steps
-from engram_memory.tools.admission import promote, rebuild_record
+from engram_memory.tools.admission import conclude_admission, rebuild_record
 from engram_memory.tools.runtime import CallContext, Services
 
 RECORD_OPERATIONS = (
@@ -153,32 +153,26 @@ class MaintenanceService:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
                 if candidate is None:
                     raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
-                to_state = next_state(decision, candidate.state)
+                # Refuse a decided candidate before opening its (destroyed) key.
+                next_state(decision, candidate.state)
                 record = rebuild_record(
                     steps.open_item(ctx, candidate_id, candidate.sealed_body),
                     candidate.capture_cursor,
                 )
-                fields: dict[str, JsonValue] = {
-                    "digests": {
-                        "record_digest": candidate.record_digest,
-                        "reason_digest": digest("reason", {"reason_ref": reason_ref}),
-                    },
-                    "adjudicated_by": ctx.principal_ref,
-                    "recorded_at": ctx.now_instant,
-                }
-                if decision == "accept":
-                    fields["record_id"] = record["record_id"]
-                event = journal.append(
+                event = conclude_admission(
                     tx,
-                    ctx.scope_ref,
-                    event_id=f"admission:{candidate_id}",
-                    operation=decision,
-                    target_id=candidate_id,
-                    fields=fields,
+                    ctx,
+                    candidate,
+                    record,
+                    decision,
+                    {
+                        "digests": {
+                            "record_digest": candidate.record_digest,
+                            "reason_digest": digest("reason", {"reason_ref": reason_ref}),
+                        },
+                        "adjudicated_by": ctx.principal_ref,
+                    },
                 )
-                if decision == "accept":
-                    promote(tx, ctx, candidate, record, event.cursor)
-                memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, to_state, ctx.now_ms)
                 steps.write_audit(tx, ctx, "ok")
             steps.destroy_key(ctx, candidate_id)
             output: dict[str, JsonValue] = {

@@ -7,6 +7,7 @@ from typing import Any
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
@@ -145,24 +146,19 @@ def _commit_decision(
     op_digest: str,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
-    fields: dict[str, JsonValue] = {
-        "digests": {
-            "record_digest": candidate.record_digest,
-            "decision_receipt_digest": decision["receipt_digest"],
-        },
-        "recorded_at": ctx.now_instant,
-        "principal_ref": ctx.principal_ref,
-    }
-    if operation == "accept":
-        # Links the candidate's history to the record's for auditors (ids only).
-        fields["record_id"] = record["record_id"]
-    event = journal.append(
+    event = conclude_admission(
         tx,
-        ctx.scope_ref,
-        event_id=f"admission:{candidate.candidate_id}",
-        operation=operation,
-        target_id=candidate.candidate_id,
-        fields=fields,
+        ctx,
+        candidate,
+        record,
+        operation,
+        {
+            "digests": {
+                "record_digest": candidate.record_digest,
+                "decision_receipt_digest": decision["receipt_digest"],
+            },
+            "principal_ref": ctx.principal_ref,
+        },
     )
     body: dict[str, JsonValue] = {
         "status": "accepted" if operation == "accept" else "rejected",
@@ -174,17 +170,43 @@ def _commit_decision(
         ),
     }
     if operation == "accept":
-        promote(tx, ctx, candidate, record, event.cursor)
         body["record_id"] = record["record_id"]
-    # Accept and reject both end the candidate; its pending key is destroyed after commit.
-    memory.set_candidate_state(
+    return body
+
+
+def conclude_admission(
+    tx: Transaction,
+    ctx: CallContext,
+    candidate: memory.CandidateRow,
+    record: dict[str, JsonValue],
+    operation: str,
+    fields: dict[str, JsonValue],
+) -> journal.JournalEvent:
+    """Journal the accept or reject of a pending candidate, promote it on accept, end it.
+
+    Shared by policy admission and host adjudication, which differ only in the event
+    `fields` naming who decided and why. The caller destroys the pending key after commit.
+
+    Raises:
+        ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
+    """
+    to_state = next_state(operation, candidate.state)
+    body: dict[str, JsonValue] = {**fields, "recorded_at": ctx.now_instant}
+    if operation == "accept":
+        # Links the candidate's history to the record's for auditors (ids only).
+        body["record_id"] = record["record_id"]
+    event = journal.append(
         tx,
         ctx.scope_ref,
-        candidate.candidate_id,
-        "promoted" if operation == "accept" else "rejected",
-        ctx.now_ms,
+        event_id=f"admission:{candidate.candidate_id}",
+        operation=operation,
+        target_id=candidate.candidate_id,
+        fields=body,
     )
-    return body
+    if operation == "accept":
+        promote(tx, ctx, candidate, record, event.cursor)
+    memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
+    return event
 
 
 def promote(
