@@ -20,6 +20,7 @@ EXIT_CONFIG = 2
 def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
     from engram_memory.mcp_server import http_server, serve_stdio
@@ -34,7 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
             "memory_enabled": "true" if args.enable_memory else None,
         }
     )
-    with open_service(config) as service:
+    with open_service(config) as service, maintenance_channel(service.services, config.data_dir):
         if args.transport == "stdio":
             anyio.run(serve_stdio, service)
         else:

@@ -9,6 +9,8 @@ import pytest
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.contract.errors import ToolError
 from engram_memory.demo import demo_capture_arguments
+from engram_memory.store import memory
+from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 from tests.tools.test_tool_rules import (
@@ -203,3 +205,36 @@ def test_every_maintenance_outcome_is_audited(
             "SELECT tool, outcome FROM audit_entries WHERE tool LIKE 'admin:%' ORDER BY sequence"
         )
     assert rows == [("admin:dispute", "ok"), ("admin:resolve_dispute", "UNAUTHORIZED")]
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (StoreUnavailable("disk gone"), "STORE_UNAVAILABLE"),
+        (RuntimeError("SELECT secret FROM records"), "CAPABILITY_UNAVAILABLE"),
+    ],
+    ids=["known", "unknown"],
+)
+def test_lower_layer_failures_get_the_contract_code_agents_would_get(
+    alice: Caller,
+    admin: MaintenanceService,
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: Exception,
+    expected: str,
+) -> None:
+    record_id = accepted_record(alice)
+
+    def broken(*_args: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(memory, "get_record", broken)
+    with pytest.raises(ToolError) as refused:
+        admin.transition(DANA, "dispute", record_id, "reason:x")
+    assert refused.value.code.name == expected
+    assert "secret" not in refused.value.detail  # the type only, never the text
+    monkeypatch.undo()
+    with services.database.transaction() as tx:
+        rows = tx.fetchall("SELECT tool, outcome FROM audit_entries WHERE tool LIKE 'admin:%'")
+    assert rows == [("admin:dispute", expected)]
+    assert value(_get(alice, record_id))  # unchanged: still disclosed

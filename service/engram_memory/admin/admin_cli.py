@@ -1,10 +1,11 @@
 """`engram-memory admin ...`: host-only maintenance from the operator's shell.
 
-Runs against the data directory directly (DuckDB admits one writer: stop the server first).
-Every command is authorized by `engram.maintenance` for the named human operator, journaled
-and audited like an agent call. Results print as JSON; a refusal prints its error code and
-exits 1. Long operations (expiry sweep, key rotation, backup, restore) report progress on
-stderr.
+While a server runs on the data directory, commands run inside it over the host-only
+maintenance channel (admin/channel.py; DuckDB admits one writer); otherwise against the data
+directory directly. Every command is authorized by `engram.maintenance` for the named human
+operator, journaled and audited like an agent call. Results print as JSON; a refusal prints
+its error code and exits 1. Long operations (expiry sweep, key rotation, backup, restore)
+report progress on stderr.
 
 `restore` never opens the configured data directory: it writes a new one (`--to`) and audits
 into the restored store's own chain once it verified.
@@ -19,10 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engram_memory.admin.backup import DEFAULT_MAX_AGE_DAYS, BackupService
-from engram_memory.admin.maintenance import RECORD_OPERATIONS, MaintenanceService, Operator
+from engram_memory.admin.backup import DEFAULT_MAX_AGE_DAYS
+from engram_memory.admin.channel import send_command
+from engram_memory.admin.commands import AdminCommand, execute
+from engram_memory.admin.maintenance import RECORD_OPERATIONS, Operator
 from engram_memory.admin.restore import RestoreRequest, restore
-from engram_memory.admin.rotation import RotationService
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ToolError
@@ -95,31 +97,6 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _dispatch(
-    service: MaintenanceService, who: Operator, args: argparse.Namespace
-) -> dict[str, JsonValue]:
-    command = args.admin_command
-    if command == "adjudicate":
-        return service.adjudicate(who, args.candidate_id, args.decision, args.reason)
-    if command == "expiry-sweep":
-        return service.expiry_sweep(who, _progress)
-    if command == "rotate-scope-key":
-        return RotationService(service.services).rotate_scope_key(who, _progress)
-    if command == "rotate-root-key":
-        new_root = RootKey.load(Path(args.new_root_key))
-        return RotationService(service.services).rotate_root_key(who, new_root, _progress)
-    if command == "backup":
-        return BackupService(service.services).backup(who, Path(args.out), _progress)
-    if command == "history":
-        return service.history(who, args.target_id)
-    if command == "inspect":
-        return service.inspect_candidate(who, args.candidate_id, show_content=args.show_content)
-    operation = command.replace("-", "_")
-    return service.transition(
-        who, operation, args.record_id, args.reason, getattr(args, "successor", None)
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     from engram_memory.app import open_service
     from engram_memory.config import load_config
@@ -130,8 +107,14 @@ def run(args: argparse.Namespace) -> int:
         if args.admin_command == "restore":
             output = _restore(config, who, args)
         else:
-            with open_service(config) as service:
-                output = _dispatch(MaintenanceService(service.services), who, args)
+            command = AdminCommand.from_values(args.admin_command, who, vars(args))
+            # A running server holds the store: the command runs inside it.
+            running = send_command(config.data_dir, command, _progress)
+            if running is not None:
+                output = running
+            else:
+                with open_service(config) as service:
+                    output = execute(service.services, command, _progress)
     except ToolError as error:
         print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
         return 1

@@ -7,6 +7,7 @@ table, and the journal event, state change and audit entry commit in one transac
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +15,14 @@ from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.database import StoreUnavailable, Transaction
 from engram_memory.tools import steps
 from engram_memory.tools.admission import conclude_admission, rebuild_record
+from engram_memory.tools.failures import known_failure
 from engram_memory.tools.runtime import CallContext, Services
 
 RECORD_OPERATIONS = (
@@ -33,6 +35,7 @@ RECORD_OPERATIONS = (
     "trust_invalidate",
 )
 Progress = Callable[[str], None]
+log = logging.getLogger("engram_memory.admin")
 
 
 @dataclass(frozen=True)
@@ -112,15 +115,39 @@ def run_authorized(
     try:
         authorize_operator(ctx, who, authority, operation)
         output = action(ctx)
-    except ToolError as error:
-        if not ctx.audited:
-            with services.database.transaction() as tx:
-                steps.write_audit(tx, ctx, error.code.name, error.detail)
+    except ToolError as refusal:
+        _audit_refusal(ctx, refusal)
         raise
+    except ConfigurationError:
+        raise
+    except Exception as exc:
+        # As for agent calls: known failures get their contract code, anything else is a
+        # capability fault, logged by type only (its text may quote content).
+        failure = known_failure(exc)
+        if failure is None:
+            log.error("unexpected %s in admin:%s", type(exc).__name__, operation)
+            failure = ToolError(ErrorCode.CAPABILITY_UNAVAILABLE, type(exc).__name__)
+        _audit_refusal(ctx, failure)
+        raise failure from exc
     if not ctx.audited:
         with services.database.transaction() as tx:
             steps.write_audit(tx, ctx, "ok")
     return output
+
+
+def _audit_refusal(ctx: CallContext, error: ToolError) -> None:
+    """Audit a refused or failed operation, unless the action audited it already.
+
+    Raises:
+        ToolError: STORE_UNAVAILABLE when the audit entry cannot be written (fail closed).
+    """
+    if ctx.audited:
+        return
+    try:
+        with ctx.services.database.transaction() as tx:
+            steps.write_audit(tx, ctx, error.code.name, error.detail)
+    except StoreUnavailable as exc:
+        raise ToolError(ErrorCode.STORE_UNAVAILABLE, "audit write failed") from exc
 
 
 class MaintenanceService:

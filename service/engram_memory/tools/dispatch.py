@@ -28,14 +28,12 @@ from engram_memory.contract.parsing import (
 )
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.types import ToolName
-from engram_memory.crypto.keystore import KeyStoreUnavailable
-from engram_memory.crypto.sealing import SealBroken
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
-from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable
-from engram_memory.store.journal import JournalCorrupt, JournalIntentConflict
+from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search, steps
+from engram_memory.tools.failures import known_failure
 from engram_memory.tools.runtime import CallContext, Services
 
 log = logging.getLogger("engram_memory.calls")
@@ -154,22 +152,10 @@ class MemoryService:
             return success_envelope(value, ctx.invocation.audit_id)
         except (ProtocolRefusal, ToolError):
             raise
-        except PolicyStale as exc:
-            raise ToolError(ErrorCode.POLICY_STALE, "policy stale") from exc
-        except PolicyUnavailable as exc:
-            raise ToolError(ErrorCode.POLICY_UNAVAILABLE, "policy unavailable") from exc
-        except JournalIntentConflict as exc:
-            raise ToolError(ErrorCode.DIGEST_CONFLICT, "journal intent conflict") from exc
-        except JournalCorrupt as exc:
-            raise ToolError(ErrorCode.JOURNAL_CORRUPT, "journal corrupt") from exc
-        except SealBroken as exc:
-            raise ToolError(ErrorCode.BLOB_MISSING, "sealed body does not open") from exc
-        except CommitOutcomeUnknown as exc:
-            raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "commit outcome unknown") from exc
-        except (StoreUnavailable, KeyStoreUnavailable) as exc:
-            # Rolled back before COMMIT: definitely nothing written.
-            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "store failure") from exc
         except Exception as exc:
+            known = known_failure(exc)
+            if known is not None:
+                raise known from exc
             # The one boundary where unknown failures become codes. The type only is
             # logged: exception text may quote stored content or arguments.
             log.error("unexpected %s in %s", type(exc).__name__, ctx.tool)

@@ -1,0 +1,206 @@
+"""The host-only maintenance channel: `engram-memory admin` against a running server.
+
+DuckDB admits one writer, and every maintenance action is journaled and audited in the store,
+so while a server runs, an operator's command must run inside it. `serve` therefore listens
+on a Unix socket that only its own user can reach: the socket lives in a private runtime
+directory (mode 0700, owned by that user, refused otherwise), and every connection's peer
+uid is checked with SO_PEERCRED. `admin` uses the channel when a server holds the data
+directory and opens the store itself otherwise. It is never reachable over MCP or a network.
+
+Protocol, one JSON object per line: the admin sends one `AdminCommand` (admin/commands.py);
+the server answers `{"progress": "..."}` lines, then one final line, `{"ok": true, "value":
+...}`, `{"ok": false, "code": "<ErrorCode>"}` or `{"ok": false, "configuration_error":
+"..."}`. Whoever can reach the socket can already read the data directory and keys, so the
+operator named in the command is trusted as much as on the shell, and policy decides what
+that operator may do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import socketserver
+import stat
+import struct
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from engram_memory.admin.commands import AdminCommand, execute
+from engram_memory.admin.maintenance import Progress
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.tools.runtime import Services
+
+log = logging.getLogger("engram_memory.admin.channel")
+
+MAX_REQUEST_BYTES = 65_536
+REQUEST_TIMEOUT_S = 30.0
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def runtime_directory() -> Path:
+    """`$XDG_RUNTIME_DIR/engram-memory` or `<tmp>/engram-memory-<uid>`, created private.
+
+    Socket paths are limited to ~107 bytes, so sockets live here rather than in a data
+    directory of any length.
+
+    Raises:
+        ConfigurationError: the directory exists but is not a private directory of ours.
+    """
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    uid = os.getuid()
+    directory = (
+        Path(base) / "engram-memory"
+        if base
+        else Path(tempfile.gettempdir()) / f"engram-memory-{uid}"
+    )
+    with suppress(FileExistsError):
+        directory.mkdir(mode=0o700, parents=False)
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
+        raise ConfigurationError(
+            f"maintenance runtime directory {directory} must be a directory of uid {uid} "
+            "with mode 0700"
+        )
+    return directory
+
+
+def channel_path(data_dir: Path) -> Path:
+    """The socket for the server of `data_dir` (named by a digest of its real path)."""
+    name = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:24]
+    return runtime_directory() / f"{name}.sock"
+
+
+def peer_uid(connection: socket.socket) -> int:
+    _pid, uid, _gid = _PEERCRED.unpack(
+        connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    )
+    return int(uid)
+
+
+# -- server ------------------------------------------------------------------------------
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _ChannelServer
+    timeout = REQUEST_TIMEOUT_S
+
+    def handle(self) -> None:
+        if peer_uid(self.connection) != self.server.allowed_uid:
+            self._send({"ok": False, "code": ErrorCode.UNAUTHORIZED.name})
+            log.warning("maintenance channel: refused a connection from another user")
+            return
+        try:
+            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+            if len(line) > MAX_REQUEST_BYTES:
+                raise ToolError(ErrorCode.INVALID_SCHEMA, "request too large")
+            try:
+                request = json.loads(line)
+            except ValueError as exc:
+                raise ToolError(ErrorCode.INVALID_SCHEMA, "request is not JSON") from exc
+            command = AdminCommand.from_json(request)
+            log.info("maintenance channel: %s", command.name)
+            value = execute(self.server.services, command, self._progress)
+        except ToolError as error:
+            self._send({"ok": False, "code": error.code.name})
+        except ConfigurationError as error:
+            # Operator-facing configuration text (key file paths), never content.
+            self._send({"ok": False, "configuration_error": str(error)})
+        except Exception as exc:  # noqa: BLE001 - nothing but a code crosses the channel
+            log.error("maintenance channel: unexpected %s", type(exc).__name__)
+            self._send({"ok": False, "code": ErrorCode.CAPABILITY_UNAVAILABLE.name})
+        else:
+            self._send({"ok": True, "value": value})
+
+    def _progress(self, line: str) -> None:
+        self._send({"progress": line})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        with suppress(OSError):  # the admin went away; the operation itself stands
+            self.wfile.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+            self.wfile.flush()
+
+
+class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, services: Services, allowed_uid: int) -> None:
+        self.services = services
+        self.allowed_uid = allowed_uid
+        super().__init__(str(path), _Handler)
+
+
+@contextmanager
+def maintenance_channel(
+    services: Services, data_dir: Path, *, allowed_uid: int | None = None
+) -> Iterator[Path]:
+    """Serve admin commands for `services` while the block runs; yields the socket path.
+
+    Call it only while holding the store (the DuckDB lock proves no other server serves
+    `data_dir`, so a socket already there is a dead server's and is replaced).
+    """
+    path = channel_path(data_dir)
+    with suppress(FileNotFoundError):
+        path.unlink()
+    server = _ChannelServer(path, services, os.getuid() if allowed_uid is None else allowed_uid)
+    path.chmod(0o600)
+    thread = threading.Thread(
+        target=server.serve_forever, name="engram-maintenance-channel", daemon=True
+    )
+    thread.start()
+    try:
+        yield path
+    finally:
+        server.shutdown()
+        server.server_close()
+        with suppress(FileNotFoundError):
+            path.unlink()
+
+
+# -- client ------------------------------------------------------------------------------
+
+
+def send_command(
+    data_dir: Path, command: AdminCommand, progress: Progress
+) -> dict[str, JsonValue] | None:
+    """Run `command` in the server of `data_dir`; None when no server listens there.
+
+    Raises:
+        ToolError: the server's refusal, with its code.
+        ConfigurationError: the server found a named key file unusable.
+    """
+    path = channel_path(data_dir)
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            connection.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return None  # no server, or a dead one's socket: the admin opens the store
+        connection.sendall(json.dumps(command.as_json()).encode() + b"\n")
+        with connection.makefile("rb") as replies:
+            for line in replies:
+                reply = json.loads(line)
+                if "progress" in reply:
+                    progress(str(reply["progress"]))
+                    continue
+                return _final(reply)
+    finally:
+        connection.close()
+    raise ToolError(ErrorCode.STORE_UNAVAILABLE, "the server closed the channel mid-command")
+
+
+def _final(reply: dict[str, Any]) -> dict[str, JsonValue]:
+    if reply.get("ok") is True:
+        value: dict[str, JsonValue] = reply["value"]
+        return value
+    if "configuration_error" in reply:
+        raise ConfigurationError(str(reply["configuration_error"]))
+    code = ErrorCode.__members__.get(str(reply.get("code")), ErrorCode.CAPABILITY_UNAVAILABLE)
+    raise ToolError(code, "refused over the maintenance channel")
