@@ -14,6 +14,7 @@ from engram_memory.policy.decider import (
     AUTHZ_PATH,
     AdmissionCandidate,
     PolicyDecider,
+    RateLimit,
 )
 from engram_memory.policy.engine import (
     BundleIdentity,
@@ -38,6 +39,7 @@ AUTHZ_OK: dict[str, Any] = {
     "allow": True,
     "redaction": REDACTION_OK,
     "response_ceiling_bytes": 2097152,
+    "rate_limits": [{"name": "burst", "calls": 10, "per_ms": 1000}],
     "reasons": ["redaction_rule:r", "tool_granted"],
 }
 ADMISSION_OK = {
@@ -90,6 +92,7 @@ def test_a_well_formed_authz_result_becomes_a_typed_result_with_a_receipt() -> N
     result = _decider(AUTHZ_OK).authz(subject(), "engram_memory_get")
     assert result.allow
     assert result.redaction.allowed_fields == ("", "/components")
+    assert result.rate_limits == (RateLimit("burst", calls=10, per_ms=1000),)
     receipt = result.decision.receipt
     assert receipt.policy_path == AUTHZ_PATH
     assert receipt.bundle_revision == EXPECTED.revision
@@ -125,6 +128,9 @@ def test_the_engine_receives_the_subject_and_the_tool() -> None:
         {**AUTHZ_OK, "redaction": {**REDACTION_OK, "allowed_fields": ["nope"]}},
         {**AUTHZ_OK, "redaction": {**REDACTION_OK, "max_packet_bytes": 0}},
         {k: v for k, v in AUTHZ_OK.items() if k != "redaction"},
+        {k: v for k, v in AUTHZ_OK.items() if k != "rate_limits"},
+        {**AUTHZ_OK, "rate_limits": [{"name": "burst", "calls": 0, "per_ms": 1000}]},
+        {**AUTHZ_OK, "rate_limits": [{"name": "burst", "calls": 1, "per_ms": 0}]},
     ],
 )
 def test_a_malformed_result_is_policy_unavailable(result: object) -> None:
@@ -157,16 +163,28 @@ def test_any_other_engine_error_is_policy_unavailable() -> None:
 
 def test_discovery_returns_the_visible_tools() -> None:
     result = _decider(
-        {"visible_tools": ["engram_memory_get"], "reasons": ["memory_enabled", "tools_granted"]}
+        {
+            "visible_tools": ["engram_memory_get"],
+            "never_store_patterns": ["X-[0-9]{4}"],
+            "reasons": ["memory_enabled", "tools_granted"],
+        }
     ).discovery(subject(), host_memory_enabled=True)
     assert result.visible_tools == frozenset({"engram_memory_get"})
+    assert result.never_store_patterns == ("X-[0-9]{4}",)
 
 
-def test_discovery_of_an_unknown_tool_is_policy_unavailable() -> None:
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"visible_tools": ["engram_memory_admin"], "never_store_patterns": [], "reasons": ["x"]},
+        {"visible_tools": [], "reasons": ["x"]},
+        {"visible_tools": [], "never_store_patterns": ["b", "a"], "reasons": ["x"]},
+    ],
+    ids=["unknown-tool", "no-never-store-patterns", "unsorted-patterns"],
+)
+def test_a_malformed_discovery_result_is_policy_unavailable(result: object) -> None:
     with pytest.raises(PolicyUnavailable):
-        _decider({"visible_tools": ["engram_memory_admin"], "reasons": ["x"]}).discovery(
-            subject(), host_memory_enabled=True
-        )
+        _decider(result).discovery(subject(), host_memory_enabled=True)
 
 
 def test_a_confirmation_ttl_above_300_seconds_is_policy_unavailable() -> None:

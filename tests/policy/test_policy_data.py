@@ -169,3 +169,51 @@ def test_files_other_than_yaml_are_ignored(tmp_path: Path) -> None:
     shutil.copy(POLICIES_DIR / "acme.yaml", tmp_path / "acme.yaml")
     _write(tmp_path, "README.md", "# not policy\n")
     assert set(load_policies(tmp_path)) == {"acme"}
+
+
+def test_a_never_store_shape_that_does_not_compile_is_reported_at_its_line(
+    tmp_path: Path,
+) -> None:
+    text = (
+        VALID + "    never_store:\n      patterns:\n        - name: broken\n          regex: '(['\n"
+    )
+    path = _write(tmp_path, "acme.yaml", text)
+    (problem,) = _problems(tmp_path)
+    assert _located(problem, path, 15, "workspaces.support.never_store.patterns[0].regex")
+
+
+def test_tenant_and_workspace_never_store_shapes_add_up(tmp_path: Path) -> None:
+    tenant = "never_store:\n  patterns:\n    - {name: t, regex: 'T-[0-9]{4}'}\n"
+    workspace = "    never_store:\n      patterns:\n        - {name: w, regex: 'W-[0-9]{4}'}\n"
+    _write(
+        tmp_path, "acme.yaml", VALID.replace("workspaces:\n", tenant + "workspaces:\n") + workspace
+    )
+    support = compile_policies(tmp_path)["engram"]["config"]["tenants"]["acme"]["workspaces"]
+    assert support["support"]["never_store_patterns"] == ["T-[0-9]{4}", "W-[0-9]{4}"]
+
+
+def test_rate_limits_compile_to_milliseconds_sorted_by_name(tmp_path: Path) -> None:
+    limits = (
+        "    rate_limits:\n"
+        "      - {name: z-forgets, calls: 5, per: 1h, tools: [engram_memory_search]}\n"
+        "      - {name: a-readers, calls: 600, per: 1m, roles: [reader]}\n"
+    )
+    _write(tmp_path, "acme.yaml", VALID + limits)
+    support = compile_policies(tmp_path)["engram"]["config"]["tenants"]["acme"]["workspaces"]
+    assert support["support"]["rate_limits"] == [
+        {"name": "a-readers", "calls": 600, "per_ms": 60_000, "roles": ["reader"]},
+        {"name": "z-forgets", "calls": 5, "per_ms": 3_600_000, "tools": ["engram_memory_search"]},
+    ]
+
+
+def test_a_duplicate_or_unresolved_rate_limit_is_reported_at_its_line(tmp_path: Path) -> None:
+    limits = (
+        "    rate_limits:\n"
+        "      - {name: burst, calls: 5, per: 1s}\n"
+        "      - {name: burst, calls: 9, per: 1s, roles: [stewart]}\n"
+    )
+    path = _write(tmp_path, "acme.yaml", VALID + limits)
+    problems = _problems(tmp_path)
+    assert len(problems) == 2
+    assert _located(problems[0], path, 14, "workspaces.support.rate_limits[1].name")
+    assert _located(problems[1], path, 14, "workspaces.support.rate_limits[1].roles[0]")

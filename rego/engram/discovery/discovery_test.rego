@@ -12,6 +12,7 @@ config := {"tenants": {
 				"user:bob": [{"roles": ["reader"], "purposes": ["purpose:support-case"]}],
 				"user:nobody": [],
 			},
+			"never_store_patterns": ["\\bEMP-[0-9]{6}\\b"],
 		}},
 	},
 	"dormant": {"memory_enabled": false, "workspaces": {"support": {"memory_enabled": true}}},
@@ -30,6 +31,7 @@ request := {
 test_granted_tools_are_visible_when_memory_is_enabled if {
 	discovery.decision == {
 		"visible_tools": ["engram_memory_get", "engram_memory_search"],
+		"never_store_patterns": ["\\bEMP-[0-9]{6}\\b"],
 		"reasons": ["memory_enabled", "tools_granted"],
 	} with input as request with data.engram.config as config
 }
@@ -37,19 +39,23 @@ test_granted_tools_are_visible_when_memory_is_enabled if {
 test_nothing_is_visible_when_the_host_disables_memory if {
 	d := discovery.decision with input as object.union(request, {"host_memory_enabled": false})
 		with data.engram.config as config
-	d == {"visible_tools": [], "reasons": ["host_memory_disabled"]}
+	d == {"visible_tools": [], "never_store_patterns": [], "reasons": ["host_memory_disabled"]}
 }
 
 test_nothing_is_visible_when_the_tenant_disables_memory if {
 	d := discovery.decision with input as object.union(request, {"tenant": "dormant"})
 		with data.engram.config as config
-	d == {"visible_tools": [], "reasons": ["tenant_memory_disabled"]}
+	d == {"visible_tools": [], "never_store_patterns": [], "reasons": ["tenant_memory_disabled"]}
 }
 
 test_nothing_is_visible_for_another_purpose if {
 	d := discovery.decision with input as object.union(request, {"purpose_ref": "purpose:other"})
 		with data.engram.config as config
-	d == {"visible_tools": [], "reasons": ["memory_enabled", "no_tools_granted"]}
+	d == {
+		"visible_tools": [],
+		"never_store_patterns": ["\\bEMP-[0-9]{6}\\b"],
+		"reasons": ["memory_enabled", "no_tools_granted"],
+	}
 }
 
 test_nothing_is_visible_to_an_unknown_principal if {
@@ -60,18 +66,25 @@ test_nothing_is_visible_to_an_unknown_principal if {
 
 test_a_non_object_input_shows_nothing if {
 	d := discovery.decision with input as "nonsense" with data.engram.config as config
-	d == {"visible_tools": [], "reasons": ["host_memory_disabled", "tenant_not_configured"]}
+	d == {"visible_tools": [], "never_store_patterns": [], "reasons": ["host_memory_disabled", "tenant_not_configured"]}
 }
 
 test_a_missing_host_flag_shows_nothing if {
 	d := discovery.decision with input as object.remove(request, ["host_memory_enabled"])
 		with data.engram.config as config
-	d == {"visible_tools": [], "reasons": ["host_memory_disabled"]}
+	d == {"visible_tools": [], "never_store_patterns": [], "reasons": ["host_memory_disabled"]}
 }
 
 test_the_default_decision_shows_nothing_when_no_rule_decides if {
 	d := discovery.decision with input as object.remove(request, ["host_memory_enabled"])
 		with data.engram.config as config
 		with data.engram.discovery.off as set()
-	d == {"visible_tools": [], "reasons": ["default_deny"]}
+	d == {"visible_tools": [], "never_store_patterns": [], "reasons": ["default_deny"]}
+}
+
+test_a_workspace_without_shapes_adds_none if {
+	plain := json.remove(config, ["tenants/acme/workspaces/support/never_store_patterns"])
+	d := discovery.decision with input as request with data.engram.config as plain
+	d.never_store_patterns == []
+	d.visible_tools == ["engram_memory_get", "engram_memory_search"]
 }

@@ -14,6 +14,7 @@ credentials do.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -177,6 +178,16 @@ class SecretDetector:
 
 
 DEFAULT_DETECTOR = SecretDetector()
+
+
+@functools.lru_cache(maxsize=64)
+def detector_for(extra_patterns: tuple[str, ...]) -> SecretDetector:
+    """The detector for a scope's policy-data shapes (compiled once per distinct set).
+
+    Raises:
+        ConfigurationError: a pattern is not a valid regular expression.
+    """
+    return SecretDetector(extra_patterns) if extra_patterns else DEFAULT_DETECTOR
 
 
 def contains_secret(text: str) -> bool:

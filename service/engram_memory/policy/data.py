@@ -14,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy.yaml_source import Path_, YamlSource, read_yaml
@@ -139,6 +146,38 @@ class Maintenance(_Model):
     operators: dict[Operator, list[Authority]] = Field(min_length=1)
 
 
+def _compiles(regex: str) -> str:
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc.msg}") from None
+    return regex
+
+
+class NeverStorePattern(_Model):
+    """A secret shape of this tenant or workspace (SPEC §11: policy data may add shapes)."""
+
+    name: Name
+    regex: Annotated[
+        str, StringConstraints(min_length=1, max_length=512), AfterValidator(_compiles)
+    ]
+
+
+class NeverStore(_Model):
+    patterns: list[NeverStorePattern] = Field(min_length=1)
+
+
+class RateLimit(_Model):
+    """At most `calls` calls per `per` for each principal the rule selects (SPEC §12)."""
+
+    name: Name
+    calls: Annotated[int, Field(ge=1, le=1_000_000)]
+    per: Duration
+    tools: list[ToolName] | None = Field(default=None, min_length=1)
+    principals: list[Ref] | None = Field(default=None, min_length=1)
+    roles: list[Name] | None = Field(default=None, min_length=1)
+
+
 class Workspace(_Model):
     memory_enabled: bool = False
     roles: dict[Name, list[ToolName]] = Field(default_factory=dict)
@@ -150,6 +189,8 @@ class Workspace(_Model):
     confirmation: Confirmation | None = None
     admission: Admission | None = None
     maintenance: Maintenance | None = None
+    never_store: NeverStore | None = None
+    rate_limits: list[RateLimit] = Field(default_factory=list)
 
 
 class TenantPolicy(_Model):
@@ -158,6 +199,7 @@ class TenantPolicy(_Model):
     memory_enabled: bool = False
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
     retention: Retention | None = None
+    never_store: NeverStore | None = None
     workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
 
 
@@ -195,6 +237,20 @@ def _check_retention(
         source.report((*loc, "default_ttl"), "default_ttl exceeds ceiling")
 
 
+def _check_rate_limits(
+    source: YamlSource, loc: Path_, limits: Sequence[RateLimit], roles: Mapping[str, Any]
+) -> None:
+    names: dict[str, int] = {}
+    for position, limit in enumerate(limits):
+        if limit.name in names:
+            source.report(
+                (*loc, position, "name"),
+                f"duplicate rate limit name (also rule {names[limit.name]})",
+            )
+        names.setdefault(limit.name, position)
+        _check_roles(source, (*loc, position, "roles"), limit.roles, roles)
+
+
 def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
     """What pydantic cannot see: names that must resolve, and values that must agree."""
     if policy.retention is not None:
@@ -229,6 +285,7 @@ def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
                     req.roles,
                     ws.roles,
                 )
+        _check_rate_limits(source, (*base, "rate_limits"), ws.rate_limits, ws.roles)
         adjudicate = ws.admission.adjudicate if ws.admission is not None else None
         if adjudicate is not None and not (
             adjudicate.component_kinds or adjudicate.min_citations or adjudicate.source_ref_prefixes
@@ -296,6 +353,20 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
         "reconciliation": {"consented_families": dict.fromkeys(sorted(families), True)},
         "confirmation": confirmation,
     }
+    # Tenant and workspace shapes add up: a workspace can only refuse more.
+    shapes = [*(policy.never_store.patterns if policy.never_store else [])]
+    shapes += ws.never_store.patterns if ws.never_store else []
+    out["never_store_patterns"] = sorted({shape.regex for shape in shapes})
+    out["rate_limits"] = [
+        {
+            "name": limit.name,
+            "calls": limit.calls,
+            "per_ms": duration_ms(limit.per),
+            **({"tools": sorted(set(limit.tools))} if limit.tools else {}),
+            **_selector(limit.principals, limit.roles),
+        }
+        for limit in sorted(ws.rate_limits, key=lambda limit: limit.name)
+    ]
     ceiling = ws.response_ceiling_bytes or policy.response_ceiling_bytes
     if ceiling is not None:
         out["response_ceiling_bytes"] = ceiling

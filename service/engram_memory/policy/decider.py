@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    StringConstraints,
     ValidationError,
 )
 
-from engram_memory.policy.data import TOOLS
 from engram_memory.policy.engine import (
     BundleIdentity,
     EngineAnswer,
@@ -30,6 +27,16 @@ from engram_memory.policy.engine import (
     PolicyUnavailable,
 )
 from engram_memory.policy.receipts import Decision, make_receipt
+from engram_memory.policy.result_shapes import (
+    AdmissionShape,
+    AdmissionUnconfiguredShape,
+    AllowShape,
+    AuthzShape,
+    ConfirmationShape,
+    DiscoveryShape,
+    ResultShape,
+    RetentionShape,
+)
 
 DISCOVERY_PATH = "engram/discovery/decision"
 AUTHZ_PATH = "engram/authz/decision"
@@ -41,85 +48,9 @@ MAINTENANCE_PATH = "engram/maintenance/decision"
 
 # SPEC §4.4: an admission decision older than this (or from the future) is stale.
 ADMISSION_MAX_AGE_MS = 300_000
-_SAFE_INT_MAX = 2**53 - 1
 
 
-def _sorted_unique(values: list[str]) -> list[str]:
-    if values != sorted(set(values)):
-        raise ValueError("must be sorted and unique")
-    return values
-
-
-SortedStrings = Annotated[list[str], AfterValidator(_sorted_unique)]
-Reasons = Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
-ReasonList = Annotated[Reasons, AfterValidator(_sorted_unique)]
-Pointer = Annotated[str, StringConstraints(pattern=r"^(|/([^~]|~[01])*)$")]
-Millis = Annotated[int, Field(ge=0, le=_SAFE_INT_MAX)]
-
-
-def _known_tools(values: list[str]) -> list[str]:
-    if not set(values) <= set(TOOLS):
-        raise ValueError("unknown tool")
-    return values
-
-
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class _DiscoveryResult(_Result):
-    visible_tools: Annotated[SortedStrings, AfterValidator(_known_tools)]
-    reasons: ReasonList
-
-
-class _Redaction(_Result):
-    mode: Literal["field-allowlist"]
-    allowed_fields: Annotated[list[Pointer], AfterValidator(_sorted_unique)]
-    allow_derivation_lineage: bool
-    max_packet_bytes: Annotated[int, Field(ge=4096, le=1_048_576)]
-
-
-class _AuthzResult(_Result):
-    allow: bool
-    redaction: _Redaction
-    response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)]
-    reasons: ReasonList
-
-
-class _ConfirmationResult(_Result):
-    required: bool
-    ttl_seconds: Annotated[int, Field(ge=1, le=300)]
-    reasons: ReasonList
-
-
-class _RetentionResult(_Result):
-    allow: bool
-    expires_at_ms: Millis | None = None
-    reasons: ReasonList
-
-
-class _AllowResult(_Result):
-    """The shape of reconciliation and maintenance decisions."""
-
-    allow: bool
-    reasons: ReasonList
-
-
-class _AdmissionUnconfigured(_Result):
-    decision: Literal["unconfigured"]
-    reasons: ReasonList
-
-
-class _AdmissionResult(_Result):
-    decision: Literal["accept", "reject", "adjudication_required"]
-    policy_id: Annotated[str, StringConstraints(min_length=1)]
-    policy_version: Annotated[str, StringConstraints(min_length=1)]
-    record_digest: str
-    issued_at_ms: Millis
-    reasons: ReasonList
-
-
-_R = TypeVar("_R", bound=_Result)
+_R = TypeVar("_R", bound=ResultShape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +96,8 @@ class AdmissionCandidate(BaseModel):
 @dataclass(frozen=True, slots=True)
 class DiscoveryResult:
     visible_tools: frozenset[str]
+    # Secret shapes policy data adds for this scope (SPEC §11), as regular expressions.
+    never_store_patterns: tuple[str, ...]
     decision: Decision
 
 
@@ -177,10 +110,20 @@ class Redaction:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most `calls` calls per `per_ms` milliseconds, counted per caller (SPEC §12)."""
+
+    name: str
+    calls: int
+    per_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class AuthzResult:
     allow: bool
     redaction: Redaction
     response_ceiling_bytes: int
+    rate_limits: tuple[RateLimit, ...]
     decision: Decision
 
 
@@ -280,8 +223,12 @@ class PolicyDecider:
             PolicyUnavailable, PolicyStale
         """
         policy_input = {**subject.as_input(), "host_memory_enabled": host_memory_enabled}
-        parsed, decision = self._decide(DISCOVERY_PATH, policy_input, _DiscoveryResult)
-        return DiscoveryResult(visible_tools=frozenset(parsed.visible_tools), decision=decision)
+        parsed, decision = self._decide(DISCOVERY_PATH, policy_input, DiscoveryShape)
+        return DiscoveryResult(
+            visible_tools=frozenset(parsed.visible_tools),
+            never_store_patterns=tuple(parsed.never_store_patterns),
+            decision=decision,
+        )
 
     def authz(self, subject: Subject, tool: str) -> AuthzResult:
         """May the subject call `tool`, with which redaction and response ceiling.
@@ -290,7 +237,7 @@ class PolicyDecider:
             PolicyUnavailable, PolicyStale
         """
         policy_input = {**subject.as_input(), "tool": tool}
-        parsed, decision = self._decide(AUTHZ_PATH, policy_input, _AuthzResult)
+        parsed, decision = self._decide(AUTHZ_PATH, policy_input, AuthzShape)
         redaction = Redaction(
             mode=parsed.redaction.mode,
             allowed_fields=tuple(parsed.redaction.allowed_fields),
@@ -301,6 +248,7 @@ class PolicyDecider:
             allow=parsed.allow,
             redaction=redaction,
             response_ceiling_bytes=parsed.response_ceiling_bytes,
+            rate_limits=tuple(RateLimit(r.name, r.calls, r.per_ms) for r in parsed.rate_limits),
             decision=decision,
         )
 
@@ -311,7 +259,7 @@ class PolicyDecider:
             PolicyUnavailable, PolicyStale
         """
         policy_input = {**subject.as_input(), "tool": tool}
-        parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, _ConfirmationResult)
+        parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, ConfirmationShape)
         return ConfirmationRequirement(
             required=parsed.required, ttl_seconds=parsed.ttl_seconds, decision=decision
         )
@@ -337,7 +285,7 @@ class PolicyDecider:
             "capture_instant_ms": capture_instant_ms,
             "retention": retention,
         }
-        parsed, decision = self._decide(RETENTION_PATH, policy_input, _RetentionResult)
+        parsed, decision = self._decide(RETENTION_PATH, policy_input, RetentionShape)
         if parsed.allow and expires_at_ms is not None and parsed.expires_at_ms != expires_at_ms:
             raise PolicyUnavailable("retention: allowed result does not echo expires_at_ms")
         return RetentionResult(
@@ -353,7 +301,7 @@ class PolicyDecider:
             PolicyUnavailable, PolicyStale
         """
         policy_input = {**subject.as_input(), "family_refs": list(family_refs)}
-        parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, _AllowResult)
+        parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, AllowShape)
         return AllowResult(allow=parsed.allow, decision=decision)
 
     def maintenance(
@@ -371,7 +319,7 @@ class PolicyDecider:
             "authority": authority,
             "operation": operation,
         }
-        parsed, decision = self._decide(MAINTENANCE_PATH, policy_input, _AllowResult)
+        parsed, decision = self._decide(MAINTENANCE_PATH, policy_input, AllowShape)
         return AllowResult(allow=parsed.allow, decision=decision)
 
     def admission(
@@ -393,9 +341,9 @@ class PolicyDecider:
         assert isinstance(answer.result, Mapping)  # checked by _evaluate
         if answer.result.get("decision") == "unconfigured":
             # Parsed anyway so a malformed "unconfigured" is reported as malformed.
-            self._parse(ADMISSION_PATH, policy_input, answer, _AdmissionUnconfigured)
+            self._parse(ADMISSION_PATH, policy_input, answer, AdmissionUnconfiguredShape)
             raise PolicyUnavailable("admission: no admission policy")
-        parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, _AdmissionResult)
+        parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, AdmissionShape)
         now = self._clock_ms()
         if parsed.record_digest != candidate.record_digest:
             raise PolicyStale("admission: decision not bound to the candidate's record")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.envelope import failure_envelope, success_envelope
 from engram_memory.contract.errors import (
+    ConfigurationError,
     ErrorCode,
     ProtocolCode,
     ProtocolRefusal,
@@ -27,9 +28,11 @@ from engram_memory.contract.parsing import (
     validate_arguments,
 )
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
+from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
+from engram_memory.policy.decider import DiscoveryResult
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
 from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search, steps
@@ -50,6 +53,19 @@ _HANDLERS: dict[str, ToolHandler] = {
     "engram_memory_withdraw": lifecycle.withdraw,
     "engram_memory_forget": lifecycle.forget,
 }
+
+
+def _never_store_detector(patterns: tuple[str, ...]) -> SecretDetector:
+    """The built-in shapes plus the scope's policy-data shapes.
+
+    Raises:
+        PolicyUnavailable: a shape does not compile (`policy build` refuses such data, so
+            the engine serves a bundle that was not built by it): fail closed.
+    """
+    try:
+        return detector_for(patterns)
+    except ConfigurationError as exc:
+        raise PolicyUnavailable("never-store pattern does not compile") from exc
 
 
 @dataclass(frozen=True)
@@ -74,12 +90,12 @@ class MemoryService:
         except TokenInvalid as exc:
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
 
-    def _visible(self, invocation: InvocationContext, ctx: CallContext) -> frozenset[str]:
+    def _discover(self, ctx: CallContext) -> DiscoveryResult:
         result = self.services.decider.discovery(
             ctx.subject, self.services.settings.host_memory_enabled
         )
         ctx.record(result.decision)
-        return result.visible_tools
+        return result
 
     def list_tools(self, invocation_token: object) -> list[ToolSpec]:
         """The tools this binding may see (deny-as-missing).
@@ -90,7 +106,7 @@ class MemoryService:
         invocation = self._bind(invocation_token)
         ctx = CallContext(self.services, invocation, "tools/list", self.services.clock_ms())
         try:
-            visible = self._visible(invocation, ctx)
+            visible = self._discover(ctx).visible_tools
         except (PolicyUnavailable, PolicyStale) as exc:
             # Never an empty list for an outage: the host must see that the binding failed.
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "policy unavailable") from exc
@@ -141,12 +157,14 @@ class MemoryService:
     def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
         commits_before = self.services.database.commits_on_this_thread()
         try:
-            if request.tool not in self._visible(ctx.invocation, ctx):
+            discovery = self._discover(ctx)
+            if request.tool not in discovery.visible_tools:
                 raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
             tool = ToolName(request.tool)
             arguments = decode_arguments(request.arguments)
             check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
-            parsed = validate_arguments(tool, arguments)
+            detector = _never_store_detector(discovery.never_store_patterns)
+            parsed = validate_arguments(tool, arguments, detector=detector)
             ctx.check_deadline()
             value = _HANDLERS[request.tool](ctx, parsed, request.confirmation_token)
             return success_envelope(value, ctx.invocation.audit_id)

@@ -21,6 +21,7 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.receipts import Decision
 from engram_memory.store.database import Database
+from engram_memory.tools.rate_limits import RateLimiter
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Services:
     host_keys: HostKeyring
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
+    rate_limiter: RateLimiter = field(default_factory=RateLimiter)
 
 
 @dataclass

@@ -30,12 +30,18 @@ def authorize(ctx: CallContext) -> AuthzResult:
     """Base authorization for the tool in the bound scope.
 
     Raises:
-        ToolError: UNAUTHORIZED when policy denies; POLICY_* from the decider.
+        ToolError: UNAUTHORIZED when policy denies; RATE_LIMITED when a rate limit policy
+            applies to the caller is exhausted; POLICY_* from the decider.
     """
     result = ctx.services.decider.authz(ctx.subject, ctx.tool)
     ctx.record(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")
+    exhausted = ctx.services.rate_limiter.admit(
+        ctx.scope_ref, ctx.invocation.principal, result.rate_limits, ctx.now_ms
+    )
+    if exhausted is not None:
+        raise ToolError(ErrorCode.RATE_LIMITED, f"rate limit {exhausted}")
     return result
 
 
