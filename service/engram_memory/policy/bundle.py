@@ -31,7 +31,7 @@ from typing import Any
 
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.data import compile_policies
+from engram_memory.policy.data_compiler import compile_policies
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.opa_binary import opa_version, require_opa_binary
 
