@@ -1,17 +1,20 @@
 """Test-only failpoints: make the service misbehave on purpose, to prove clients cope.
 
-One failpoint exists: `drop_response_after_commit:<tool>`. After a mutating tool committed
-(event, idempotency result and audit entry are durable), the dispatcher answers
-`MUTATION_OUTCOME_UNKNOWN` instead of the result, as if the response had been lost on the
-way back (SPEC §6). The commit stands; a retry with the same key and arguments must then
-return the definitive committed result.
+- `drop_response_after_commit:<tool>`: after a mutating tool committed (event, idempotency
+  result and audit entry are durable), the dispatcher answers `MUTATION_OUTCOME_UNKNOWN`
+  instead of the result, as if the response had been lost on the way back (SPEC §6). The
+  commit stands; a retry with the same key and arguments must then return the definitive
+  committed result.
+- `pause_before_commit:<tool>`: the call stops at its last check before its write
+  transaction and waits (at most `PAUSE_LIMIT_S`) until the client cancels it, announcing
+  the pause on the `engram_memory.failpoints` log. It proves that a cancellation arriving
+  before commit leaves nothing written (`CANCELLED`, SPEC §1.8).
 
-Each arming fires once and then disarms itself, so "fail, then retry" needs no second step.
-Arm it in tests with `UnsafeFailpoints.arm_drop_response_after_commit(tool)`, or for a real
-server process with `ENGRAM_UNSAFE_FAILPOINTS=drop_response_after_commit:<tool>[,...]`,
-read once when the service starts. Like everything that weakens a check it is named
-`Unsafe...` and warns (a `UnsafeFailpointWarning` and a log line) whenever it is armed or
-fires: it must never be set in production.
+Each arming fires once and then disarms itself. Arm them in tests with `arm(name, tool)`, or
+for a real server process with `ENGRAM_UNSAFE_FAILPOINTS=<name>:<tool>[,...]`, read once
+when the service starts. Like everything that weakens a check they are named `Unsafe...` and
+warn (a `UnsafeFailpointWarning` and a log line) whenever one is armed or fires: they must
+never be set in production.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from engram_memory.contract.errors import ConfigurationError
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
+PAUSE_BEFORE_COMMIT = "pause_before_commit"
+FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT})
+PAUSE_LIMIT_S = 30.0
 MUTATING_TOOLS = frozenset(
     {
         "engram_memory_capture",
@@ -47,15 +53,15 @@ class UnsafeFailpoints:
     """One-shot failpoints, shared by all calls of one service (thread-safe)."""
 
     def __init__(self) -> None:
-        self._drop_after_commit: Counter[str] = Counter()
+        self._armed: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> UnsafeFailpoints:
         """Failpoints armed by `ENGRAM_UNSAFE_FAILPOINTS` (none when unset or empty).
 
-        The value is a comma-separated list of `drop_response_after_commit:<tool>`; naming
-        a tool twice arms it for two calls.
+        The value is a comma-separated list of `<failpoint>:<tool>`; naming a pair twice
+        arms it for two calls.
 
         Raises:
             ConfigurationError: an unknown failpoint or a tool that does not mutate.
@@ -64,37 +70,52 @@ class UnsafeFailpoints:
         text = (os.environ if env is None else env).get(ENV_VAR, "")
         for item in filter(None, (part.strip() for part in text.split(","))):
             name, _, tool = item.partition(":")
-            if name != DROP_RESPONSE_AFTER_COMMIT:
-                raise ConfigurationError(f"{ENV_VAR}: unknown failpoint {name!r}")
-            failpoints.arm_drop_response_after_commit(tool)
+            failpoints.arm(name, tool)
         return failpoints
 
     @property
     def armed(self) -> bool:
         with self._lock:
-            return bool(+self._drop_after_commit)
+            return bool(+self._armed)
 
-    def arm_drop_response_after_commit(self, tool: str) -> None:
-        """Answer the next committed call of `tool` with MUTATION_OUTCOME_UNKNOWN.
+    def arm(self, name: str, tool: str) -> None:
+        """Arm failpoint `name` for the next call of `tool` that reaches it.
 
         Raises:
-            ConfigurationError: `tool` is not one of the four mutating tools.
+            ConfigurationError: `name` is no failpoint or `tool` not a mutating tool.
         """
+        if name not in FAILPOINTS:
+            raise ConfigurationError(f"{ENV_VAR}: unknown failpoint {name!r}")
         if tool not in MUTATING_TOOLS:
-            raise ConfigurationError(
-                f"{DROP_RESPONSE_AFTER_COMMIT}: {tool!r} is not a mutating tool"
-            )
+            raise ConfigurationError(f"{name}: {tool!r} is not a mutating tool")
         with self._lock:
-            self._drop_after_commit[tool] += 1
-        message = f"UNSAFE failpoint armed: {DROP_RESPONSE_AFTER_COMMIT}:{tool} (test-only)"
+            self._armed[(name, tool)] += 1
+        message = f"UNSAFE failpoint armed: {name}:{tool} (test-only)"
         log.warning(message)
         warnings.warn(message, UnsafeFailpointWarning, stacklevel=2)
 
+    def arm_drop_response_after_commit(self, tool: str) -> None:
+        """Answer the next committed call of `tool` with MUTATION_OUTCOME_UNKNOWN."""
+        self.arm(DROP_RESPONSE_AFTER_COMMIT, tool)
+
+    def _fire(self, name: str, tool: str) -> bool:
+        with self._lock:
+            if self._armed[(name, tool)] <= 0:
+                return False
+            self._armed[(name, tool)] -= 1
+        log.warning("UNSAFE failpoint fired: %s:%s", name, tool)
+        return True
+
     def drop_response_after_commit(self, tool: str) -> bool:
         """True (once per arming) when the committed result of `tool` must be dropped."""
-        with self._lock:
-            if self._drop_after_commit[tool] <= 0:
-                return False
-            self._drop_after_commit[tool] -= 1
-        log.warning("UNSAFE failpoint fired: %s:%s", DROP_RESPONSE_AFTER_COMMIT, tool)
-        return True
+        return self._fire(DROP_RESPONSE_AFTER_COMMIT, tool)
+
+    def pause_before_commit(self, tool: str, cancellation: threading.Event | None) -> None:
+        """If armed for `tool`, wait until `cancellation` is set (or the limit passes)."""
+        if cancellation is None or not self._fire(PAUSE_BEFORE_COMMIT, tool):
+            return
+        log.warning("UNSAFE failpoint %s:%s paused until cancelled", PAUSE_BEFORE_COMMIT, tool)
+        cancelled = cancellation.wait(PAUSE_LIMIT_S)
+        log.warning(
+            "UNSAFE failpoint %s:%s resumed, cancelled=%s", PAUSE_BEFORE_COMMIT, tool, cancelled
+        )

@@ -8,6 +8,7 @@ constant messages and no data. It is the only module that imports the MCP SDK.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,16 +85,23 @@ def build_server(service: MemoryService) -> Server[Any]:
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        cancellation = threading.Event()
         request = CallRequest(
             tool=params.name,
             arguments=params.arguments if params.arguments is not None else {},
             invocation_token=_meta_value(params.meta, INVOCATION_META_KEY),
             confirmation_token=_meta_value(params.meta, CONFIRMATION_META_KEY),
+            cancellation=cancellation,
         )
         try:
             envelope = await anyio.to_thread.run_sync(
-                service.call_tool, request, limiter=_WORKER_LIMIT
+                service.call_tool, request, limiter=_WORKER_LIMIT, abandon_on_cancel=True
             )
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled (the SDK sends no response): the worker stops with
+            # CANCELLED at its next check before commit, and its envelope is discarded.
+            cancellation.set()
+            raise
         except ProtocolRefusal as refusal:
             raise _rpc_error(refusal.code) from None
         return types.CallToolResult(
@@ -132,8 +140,10 @@ async def serve_stdio(service: MemoryService) -> None:
 
 def http_server(service: MemoryService, host: str, port: int) -> uvicorn.Server:
     """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start)."""
+    # Not json_response: a quick call still answers with plain JSON, but a call that runs on
+    # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
     app = build_server(service).streamable_http_app(
-        streamable_http_path="/mcp", json_response=True, host=host
+        streamable_http_path="/mcp", json_response=False, host=host
     )
     config = uvicorn.Config(
         app,

@@ -94,7 +94,7 @@ def request_admission(
     if outcome == "accept" and guard_hit:
         # Forgotten content may not come back silently: it looks exactly like adjudication.
         outcome = "adjudication_required"
-    ctx.check_deadline()
+    ctx.check_before_commit()
 
     with ctx.services.database.transaction() as tx:
         current = memory.get_candidate(tx, ctx.scope_ref, candidate_id)

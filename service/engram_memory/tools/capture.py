@@ -82,7 +82,7 @@ def capture(
         str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
     )
     authorization_digest = authz.decision.receipt.receipt_digest
-    ctx.check_deadline()
+    ctx.check_before_commit()
 
     with ctx.services.database.transaction() as tx:
         if steps.stored_result(tx, ctx, op_digest) is not None:

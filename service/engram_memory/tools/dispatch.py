@@ -9,6 +9,7 @@ entry cannot be written the call fails.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,8 @@ class CallRequest:
     arguments: object
     invocation_token: object
     confirmation_token: object = None
+    # Set when the client cancels the call; checked until commit.
+    cancellation: threading.Event | None = None
 
 
 class MemoryService:
@@ -122,6 +125,7 @@ class MemoryService:
             raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "unknown tool name")
         invocation = self._bind(request.invocation_token)
         ctx = CallContext(self.services, invocation, request.tool, self.services.clock_ms())
+        ctx.cancellation = request.cancellation
         try:
             envelope = self._run(ctx, request)
             outcome, detail = "ok", ""
@@ -165,7 +169,7 @@ class MemoryService:
             check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
             detector = _never_store_detector(discovery.never_store_patterns)
             parsed = validate_arguments(tool, arguments, detector=detector)
-            ctx.check_deadline()
+            ctx.check_still_wanted()
             value = _HANDLERS[request.tool](ctx, parsed, request.confirmation_token)
             return success_envelope(value, ctx.invocation.audit_id)
         except (ProtocolRefusal, ToolError):

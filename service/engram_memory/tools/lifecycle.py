@@ -52,7 +52,7 @@ def withdraw(
     op_digest, authz = steps.guard_mutation(
         ctx, parsed, confirmation, target=candidate_id, always_confirm=True
     )
-    ctx.check_deadline()
+    ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:
@@ -122,7 +122,7 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
     op_digest, authz = steps.guard_mutation(
         ctx, parsed, confirmation, target=record_id, always_confirm=True
     )
-    ctx.check_deadline()
+    ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:

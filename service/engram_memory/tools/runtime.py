@@ -6,6 +6,7 @@ the wall clock themselves, so one capture instant serves every check of a call (
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ class CallContext:
     decisions: list[Decision] = field(default_factory=list)
     target_ids: list[str] = field(default_factory=list)
     idempotency_key_digest: str = ""
+    # Set by the transport when the client cancels the call (MCP notifications/cancelled).
+    cancellation: threading.Event | None = None
     # Set once a tool wrote its audit entry inside its own transaction; the dispatcher audits
     # every other outcome (reads, replays, refusals) itself.
     audited: bool = False
@@ -99,8 +102,24 @@ class CallContext:
         self.decisions.append(decision)
         return decision
 
-    def check_deadline(self) -> None:
-        """Raises: ToolError: DEADLINE_EXCEEDED once the host's deadline has passed."""
+    def check_still_wanted(self) -> None:
+        """Deadline and cancellation apply until commit (SPEC §1.8).
+
+        Raises:
+            ToolError: CANCELLED once the client cancelled the call; DEADLINE_EXCEEDED once
+                the host's deadline has passed.
+        """
+        if self.cancellation is not None and self.cancellation.is_set():
+            raise ToolError(ErrorCode.CANCELLED, "cancelled by the client")
         deadline = self.invocation.deadline_ms
         if deadline is not None and self.services.clock_ms() > deadline:
             raise ToolError(ErrorCode.DEADLINE_EXCEEDED, "host deadline passed")
+
+    def check_before_commit(self) -> None:
+        """`check_still_wanted`, as the last step before a tool's write transaction.
+
+        Raises:
+            ToolError: CANCELLED or DEADLINE_EXCEEDED.
+        """
+        self.services.settings.failpoints.pause_before_commit(self.tool, self.cancellation)
+        self.check_still_wanted()
