@@ -66,7 +66,8 @@ def verify_confirmation(
         TokenInvalid: the confirmation does not release the gate (maps to `gate_failed`).
     """
     now = time.time() if now_s is None else now_s
-    claims = verify(token, keyring, CONFIRMATION_TYP, now)
+    # SPEC §7: a timestamp in the future fails the gate; no clock skew is tolerated here.
+    claims = verify(token, keyring, CONFIRMATION_TYP, now, skew_s=0)
     for name in ("cap", "target", "op", "session", "principal"):
         if require_str(claims, name) != getattr(expected, name):
             raise TokenInvalid(f"bound to another {name}")
@@ -79,8 +80,8 @@ def verify_confirmation(
     resolved = claims.get("resolved_at")
     if not isinstance(resolved, int) or isinstance(resolved, bool):
         raise TokenInvalid("resolved_at missing")
-    if resolved < iat or resolved > now + 5:
-        raise TokenInvalid("resolved_at outside the token's life")
+    if resolved < iat or resolved > now:
+        raise TokenInvalid("resolved_at before issue or in the future")
     if now > resolved + EXECUTION_WINDOW_S:
         raise TokenInvalid("execution window passed")
     return VerifiedConfirmation(require_str(claims, "jti", 128), approver, iat, exp)

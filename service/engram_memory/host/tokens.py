@@ -30,8 +30,12 @@ def sign(claims: Mapping[str, Any], signer: HostSigningKey, typ: str) -> str:
     )
 
 
-def verify(token: object, keyring: HostKeyring, typ: str, now_s: float) -> dict[str, Any]:
+def verify(
+    token: object, keyring: HostKeyring, typ: str, now_s: float, *, skew_s: int = CLOCK_SKEW_S
+) -> dict[str, Any]:
     """Verify signature, type, and the iat/exp window; return the claims.
+
+    `skew_s` is how far in the future `iat` may be (host and service clocks differ).
 
     Raises:
         TokenInvalid: any defect; the reason is for the audit trail only.
@@ -65,7 +69,7 @@ def verify(token: object, keyring: HostKeyring, typ: str, now_s: float) -> dict[
     assert isinstance(exp, int)
     if exp <= iat or exp - iat > MAX_TOKEN_LIFETIME_S:
         raise TokenInvalid("lifetime out of bounds")
-    if iat > now_s + CLOCK_SKEW_S:
+    if iat > now_s + skew_s:
         raise TokenInvalid("issued in the future")
     if now_s >= exp:
         raise TokenInvalid("expired")
