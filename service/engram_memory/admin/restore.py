@@ -40,9 +40,8 @@ from engram_memory.crypto.keystore import (
     KEY_SUFFIX,
     KEYS_DIRECTORY,
     KeyStore,
-    fsync_directory,
-    shred,
 )
+from engram_memory.durable_files import fsync_directory, shred
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.receipts import Decision

@@ -27,6 +27,7 @@ from pathlib import Path
 from engram_memory.contract.errors import EngramError
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
+from engram_memory.durable_files import fsync_directory, shred
 
 KEY_SUFFIX = ".key"
 KEYS_DIRECTORY = "keys"  # inside the data directory
@@ -314,38 +315,6 @@ def replace_and_shred_old(path: Path, data: bytes) -> bool:
     finally:
         os.close(old)
     return True
-
-
-def shred(path: Path) -> bool:
-    """Overwrite a file in place, flush, unlink, flush the directory; True once gone."""
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    try:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            os.write(fd, b"\0" * size)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        path.unlink()
-        fsync_directory(path.parent)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextmanager

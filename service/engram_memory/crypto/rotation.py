@@ -26,8 +26,8 @@ from engram_memory.crypto.keystore import (
     KeyState,
     KeyStore,
     replace_and_shred_old,
-    shred,
 )
+from engram_memory.durable_files import shred
 
 Progress = Callable[[str], None]
 # Key file name -> (scope, item) for headerless version 1 files, which name neither.

@@ -8,6 +8,7 @@ boundary, to `StoreUnavailable`; nothing above this module sees driver text.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from typing import Any
 import duckdb
 
 from engram_memory.contract.errors import EngramError
+from engram_memory.durable_files import fsync_directory, shred
 
 DATABASE_FILE = "engram.duckdb"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -63,8 +65,9 @@ SCHEMA_VERSION = max(version for version, _, _ in _migrations())
 class Database:
     """The single DuckDB connection of this process."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, connection: duckdb.DuckDBPyConnection, path: Path) -> None:
         self._connection = connection
+        self.path = path
         self._lock = threading.RLock()
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
@@ -83,7 +86,7 @@ class Database:
             connection = duckdb.connect(str(data_dir / DATABASE_FILE), read_only=read_only)
         except (duckdb.Error, OSError) as exc:
             raise StoreUnavailable("cannot open the store file") from exc
-        database = cls(connection)
+        database = cls(connection, data_dir / DATABASE_FILE)
         if not read_only:
             database._migrate()
         database._check_version()
@@ -152,6 +155,28 @@ class Database:
         count: int = getattr(self._commits, "count", 0)
         return count
 
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the store into a fresh file of live rows only, then shred the old file.
+
+        DuckDB leaves deleted rows' bytes in freed blocks (forgotten records' keyed term
+        hashes among them); only a copy leaves them behind. Every transaction waits for the
+        rewrite (they serialize on the same lock). The swap is crash-safe: the store file is
+        at every moment either the old or the complete new one; leftovers of an interrupted
+        run are shredded by the next. Returns (bytes before, bytes after).
+
+        Raises:
+            StoreUnavailable: the copy or the swap failed (the old file still serves).
+        """
+        with self._lock:
+            return compact_store(self)
+
+    def _reconnect(self) -> None:
+        """Open the (new) store file again after `compact_store` closed the connection."""
+        try:
+            self._connection = duckdb.connect(str(self.path))
+        except duckdb.Error as exc:
+            raise StoreUnavailable("cannot reopen the store file") from exc
+
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
         with self._lock:
@@ -196,3 +221,55 @@ class Transaction:
             return self._connection.execute(sql, list(params)).fetchone()
         except duckdb.Error as exc:
             raise StoreUnavailable("query failed") from exc
+
+
+COMPACT_SUFFIX = ".compacting"
+RETIRED_SUFFIX = ".retired"
+
+
+def compact_store(database: Database) -> tuple[int, int]:
+    """The body of `Database.compact` (the caller holds the database lock)."""
+    path = database.path
+    fresh = path.with_name(path.name + COMPACT_SUFFIX)
+    retired = path.with_name(path.name + RETIRED_SUFFIX)
+    for leftover in (fresh, retired, fresh.with_name(fresh.name + ".wal")):
+        if not shred(leftover):
+            raise StoreUnavailable("cannot remove a leftover of an earlier compaction")
+    before = path.stat().st_size
+    connection = database._connection
+    try:
+        connection.execute("CHECKPOINT")
+        row = connection.execute("SELECT current_database()").fetchone()
+        source = str(row[0]) if row else ""
+        target = str(fresh).replace("'", "''")
+        connection.execute(f"ATTACH '{target}' AS engram_compacted")
+        connection.execute(f'COPY FROM DATABASE "{source}" TO engram_compacted')
+        connection.execute("DETACH engram_compacted")
+    except duckdb.Error as exc:
+        with suppress(duckdb.Error):
+            connection.execute("DETACH DATABASE IF EXISTS engram_compacted")
+        shred(fresh)
+        raise StoreUnavailable("compaction copy failed") from exc
+    try:
+        connection.close()
+        _fsync(fresh)
+        # Keep the old inode reachable under another name so it can be overwritten once
+        # the new file is in place; the rename itself is atomic.
+        os.link(path, retired)
+        os.replace(fresh, path)
+        fsync_directory(path.parent)
+    except (duckdb.Error, OSError) as exc:
+        database._reconnect()
+        raise StoreUnavailable("compaction swap failed") from exc
+    database._reconnect()
+    if not shred(retired):
+        raise StoreUnavailable("the old store file could not be shredded")
+    return before, path.stat().st_size
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,41 @@
+"""Host-only store compaction: rewrite the DuckDB file so deleted rows leave no residue.
+
+DuckDB does not overwrite freed blocks, so rows deleted by `forget` (the keyed term hashes of
+a forgotten record's lexical postings) stay readable in the file until the space is reused.
+Compaction copies the live rows into a fresh file and shreds the old one (store/database.py).
+Run it on a schedule that bounds how long such residue may exist; it also returns the space.
+Calls wait while the file is rewritten. Needs `maintain` in every scope of the store, since
+every scope's rows move, and is audited like every maintenance operation.
+"""
+
+from __future__ import annotations
+
+from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.store import inventory
+from engram_memory.tools.runtime import CallContext, Services
+
+
+class CompactionService:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def compact(self, who: Operator, progress: Progress) -> dict[str, JsonValue]:
+        """Rewrite the store file; returns its size before and after.
+
+        Raises:
+            ToolError: UNAUTHORIZED without `maintain` in every scope; STORE_UNAVAILABLE when
+                the copy or swap fails (the old file keeps serving).
+        """
+
+        def act(ctx: CallContext) -> dict[str, JsonValue]:
+            with self.services.database.transaction() as tx:
+                scopes = inventory.scopes(tx)
+            for scope_ref in (s for s in scopes if s != ctx.scope_ref):
+                authorize_operator(ctx, who, "maintain", "compact", scope_ref)
+            progress("compact: copying live rows to a fresh store file (calls wait)")
+            before, after = self.services.database.compact()
+            progress(f"  done: {before} -> {after} bytes; the old file is shredded")
+            return {"bytes_before": before, "bytes_after": after}
+
+        return run_authorized(self.services, who, "compact", "maintain", act)
