@@ -34,5 +34,8 @@ ensure_opa() {
     GOBIN="$dir" GOFLAGS=-mod=mod go install "github.com/open-policy-agent/opa@$OPA_VERSION"
   fi
   export ENGRAM_OPA_BIN="$dir/opa"
-  "$ENGRAM_OPA_BIN" version | head -1 >&2
+  # Not `| head -1`: under pipefail, head closing the pipe early can kill opa with SIGPIPE.
+  local version
+  version="$("$ENGRAM_OPA_BIN" version)"
+  echo "${version%%$'\n'*}" >&2
 }
