@@ -6,7 +6,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from tests.model.model import ADMIT, CAPTURE, FORGET, Prediction, canonical, content_token
+from tests.model.model import Prediction
+from tests.model.scopes import ADMIT, CAPTURE, FORGET, canonical, content_token
 
 CANDIDATE_ID = re.compile(r"^candidate_[0-9a-f]{64}$")
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -62,13 +63,18 @@ def expect(
     if prediction.replay is not None:
         assert value == prediction.replay
     else:
-        matches(value, prediction.fields)
-        for path in prediction.absent:
-            inner: Any = value
-            for part in path[:-1]:
-                inner = inner[part]
-            assert path[-1] not in inner, (path, value)
+        check_fields(value, prediction)
     return value
+
+
+def check_fields(value: dict[str, Any], prediction: Prediction) -> None:
+    """A fresh success: the predicted fields are there and equal, the absent ones absent."""
+    matches(value, prediction.fields)
+    for path in prediction.absent:
+        inner: Any = value
+        for part in path[:-1]:
+            inner = inner[part]
+        assert path[-1] not in inner, (path, value)
 
 
 def check_new_ids(tool: str, value: dict[str, Any], seen_ids: set[str]) -> None:

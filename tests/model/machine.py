@@ -1,194 +1,59 @@
-"""The state machine: random sequences of the six tools over two tenants, each step checked
-against the model (tests/model/model.py) and folded into it.
+"""The state machine: random sequences of the six tools and of host maintenance over two
+tenants, each step checked against the model (tests/model/model.py,
+tests/model/maintenance_model.py) and folded into it.
 
 Two callers: user:alice in acme/support and user:carol in globex/main, both with all six
-tools. Ids the service hands out go to bundles; later steps act on them from their own
-scope or, now and then, from the other tenant's (`foreign`), where they must not exist.
+tools; their rules are here, the operators' in tests/model/admin_rules.py. Ids the service
+hands out go to bundles; later steps act on them from their own scope or, now and then, from
+the other tenant's (`foreign`), where they must not exist.
 """
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    invariant,
-    multiple,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import initialize, invariant, multiple, precondition, rule
 
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
-from engram_memory.store import journal
-from engram_memory.tools.dispatch import MemoryService
-from tests.harness import Caller
-from tests.model.checks import OUTCOMES, check_body, check_new_ids, count, expect, matches
-from tests.model.model import (
+from tests.model.admin_rules import MaintenanceRules
+from tests.model.checks import OUTCOMES, matches
+from tests.model.machine_base import (
+    Ref,
+    candidates,
+    foreign,
+    forgotten,
+    nth_recent,
+    picks,
+    reasons,
+    records,
+    scopes,
+)
+from tests.model.model import Prediction
+from tests.model.scopes import (
     ADMIT,
     CAPTURE,
     CONTENT_KINDS,
     FORGET,
     GET,
-    GLOBEX,
     PURPOSE,
     SEARCH,
-    SPECS,
     WITHDRAW,
-    Prediction,
-    ScopeModel,
-    capture_arguments,
     content_token,
-    record_id_for,
 )
-from tests.model.stores import Stores
 
-scopes = st.sampled_from(["acme", "globex"])
-picks = st.integers(min_value=0, max_value=7)
 key_modes = st.sampled_from(["fresh", "fresh", "fresh", "reuse"])
 # For request_admission, withdraw and forget: "retry" repeats the call at once.
 transition_key_modes = st.sampled_from(["fresh", "fresh", "fresh", "reuse", "retry"])
-reasons = st.sampled_from(["reason:r", "reason:s"])
 contents = st.integers(min_value=0, max_value=2)
 evidences = st.sampled_from(["ticket", "ticket", "untrusted", "review"])
-foreign = st.sampled_from([False, False, False, False, True])  # True: call from the other tenant
+admitted_evidences = st.sampled_from(["ticket", "ticket", "ticket", "untrusted", "review"])
 
 
-@dataclass(frozen=True)
-class Ref:
-    """An id the service handed out, and the scope it belongs to."""
-
-    scope: str
-    id: str
-
-
-T = TypeVar("T")
-candidates = Bundle("candidates")
-records = Bundle("records")
-forgotten = Bundle("forgotten")
-
-
-def _pick(items: list[T], n: int) -> T:
-    """The n-th most recent item (retries and follow-ups mostly concern recent ones)."""
-    return items[-1 - n % len(items)]
-
-
-class LifecycleMachine(RuleBasedStateMachine):
-    # Bound by the test: where services come from, and the first error object seen per code
-    # (every later one must be byte-identical: constant messages, foreign = unknown).
-    stores: ClassVar[Stores]
-    error_objects: ClassVar[dict[str, str]]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.services = self.stores.next()
-        alice = Caller(MemoryService(self.services))
-        self.callers = {
-            "acme": alice,
-            "globex": alice.as_(
-                tenant=GLOBEX.tenant, workspace=GLOBEX.workspace, principal=GLOBEX.principal
-            ),
-        }
-        self.word = f"zq{uuid.uuid4().hex[:12]}"
-        self.at_ms = self.services.clock_ms() - 60_000
-        with self.services.database.transaction() as tx:
-            self.models = {
-                name: ScopeModel(spec, journal.head(tx, spec.scope_ref)[0])
-                for name, spec in SPECS.items()
-            }
-        self.issued_keys: list[str] = []
-        self.history: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
-        self.seen_ids: set[str] = set()
-        self.counter = 0
-
-    # Helpers.
-
-    def _fresh(self, prefix: str) -> str:
-        self.counter += 1
-        return f"{prefix}-{self.word}-{self.counter:04d}"
-
-    def _key(self, mode: str, pick: int) -> str:
-        if mode == "reuse" and self.issued_keys:
-            return _pick(self.issued_keys, pick)
-        key = self._fresh("key")
-        self.issued_keys.append(key)
-        return key
-
-    def _unknown_candidate(self) -> str:
-        return "candidate_" + hashlib.sha256(self._fresh("c").encode()).hexdigest()
-
-    def _unknown_record(self) -> str:
-        return record_id_for("sha256:" + hashlib.sha256(self._fresh("r").encode()).hexdigest())
-
-    @staticmethod
-    def _other(scope: str) -> str:
-        return "globex" if scope == "acme" else "acme"
-
-    def _aim(self, ref: Ref, foreign: bool) -> str:
-        """The scope a call on `ref` is made in: its own, or the other tenant's."""
-        return self._other(ref.scope) if foreign else ref.scope
-
-    def _expect(self, envelope: dict[str, Any], prediction: Prediction) -> dict[str, Any] | None:
-        return expect(envelope, prediction, self.error_objects)
-
-    def _check_body(self, scope: str, record: dict[str, Any], content: int) -> None:
-        check_body(record, self.models[scope].spec.scope_ref, self.word, content)
-
-    def _mutate(
-        self,
-        scope: str,
-        tool: str,
-        args: dict[str, Any],
-        meta: dict[str, Any],
-    ) -> tuple[dict[str, Any] | None, bool]:
-        """Call a mutation, check it against the model's prediction, fold a fresh success
-        into the model. Returns (value, fresh)."""
-        model, caller = self.models[scope], self.callers[scope]
-        prediction = model.predict(tool, args, meta)
-        confirmation = None
-        if tool in (WITHDRAW, FORGET):
-            target = args["candidate_id"] if tool == WITHDRAW else args["record_id"]
-            confirmation = caller.confirm(tool, args, target)
-        value = self._expect(caller.call(tool, args, confirmation), prediction)
-        count(tool, prediction)
-        fresh = value is not None and prediction.replay is None
-        if value is not None and fresh:
-            check_new_ids(tool, value, self.seen_ids)
-            model.apply(tool, args, meta, value)
-            self.history.append((scope, tool, args, meta))
-        return value, fresh
-
+class LifecycleMachine(MaintenanceRules):
     # Rules: the four mutations. Ids the service hands out go to bundles, so later steps
     # act on them, from their own scope or from the other tenant's.
-
-    def _capture(self, scope: str, content: int, evidence: str, key: str) -> str | None:
-        args = capture_arguments(self.word, content, evidence, key, self.at_ms)
-        value, fresh = self._mutate(
-            scope, CAPTURE, args, {"content": content, "evidence": evidence}
-        )
-        return str(value["candidate_id"]) if value is not None and fresh else None
-
-    def _transition(
-        self, scope: str, tool: str, args: dict[str, Any], key_mode: str
-    ) -> tuple[dict[str, Any] | None, bool]:
-        """Call; with key mode "retry", call again as a client whose answer was lost would:
-        same arguments (a fresh confirmation), so a replay or the same refusal."""
-        value, fresh = self._mutate(scope, tool, args, {})
-        if key_mode == "retry":
-            self._mutate(scope, tool, args, {})
-        return value, fresh
-
-    def _admit(self, scope: str, candidate_id: str, key: str, key_mode: str = "fresh") -> Any:
-        args = {"candidate_id": candidate_id, "idempotency_key": key}
-        value, fresh = self._transition(scope, ADMIT, args, key_mode)
-        if value is not None and fresh and value["outcome"]["status"] == "accepted":
-            return Ref(scope, str(value["outcome"]["record_id"]))
-        return multiple()
 
     @rule(
         target=candidates,
@@ -202,29 +67,39 @@ class LifecycleMachine(RuleBasedStateMachine):
         candidate_id = self._capture(scope, content, evidence, self._key(key_mode, pick))
         return multiple() if candidate_id is None else Ref(scope, candidate_id)
 
-    @rule(
-        target=records,
-        scope=scopes,
-        content=contents,
-        evidence=st.sampled_from(["ticket", "ticket", "ticket", "untrusted", "review"]),
-    )
+    @rule(target=records, scope=scopes, content=contents, evidence=admitted_evidences)
     def capture_then_admit(self, scope: str, content: int, evidence: str) -> Any:
         """The usual agent flow in one step, mostly with ticket evidence, so sequences
         reach records (and the tombstoned-content guard) sooner."""
-        candidate_id = self._capture(scope, content, evidence, self._key("fresh", 0))
-        assert candidate_id is not None
-        return self._admit(scope, candidate_id, self._key("fresh", 0))
+        return self._capture_then_admit(scope, content, evidence)
 
-    @rule(target=records, record=forgotten, foreign=foreign)
-    def recapture(self, record: Ref, foreign: bool) -> Any:
+    @initialize(target=records, scope=scopes, content=contents, evidence=admitted_evidences)
+    def first_admission(self, scope: str, content: int, evidence: str) -> Any:
+        """Every sequence starts with the usual flow done once, so that most rules apply
+        from its first step: hypothesis turns rules off at random per sequence (swarm
+        testing), and one whose capture rules are off could otherwise only send strays."""
+        return self.capture_then_admit(scope, content, evidence)
+
+    @rule(
+        target=records,
+        record=forgotten,
+        foreign=foreign,
+        then=st.sampled_from(["wait", "accept", "accept", "reject"]),
+    )
+    def recapture(self, record: Ref, foreign: bool, then: str) -> Any:
         """Capture a forgotten record's content again, with ticket evidence, and ask for
         admission: held in its own scope (the guard), accepted in the other tenant's unless
-        that one forgot identical content too."""
+        that one forgot identical content too. A held one then mostly goes to a human, as
+        it would: only an adjudication brings forgotten content back (SPEC §4.4)."""
         content = self.models[record.scope].records[record.id].content
         scope = self._aim(record, foreign)
         candidate_id = self._capture(scope, content, "ticket", self._key("fresh", 0))
         assert candidate_id is not None
-        return self._admit(scope, candidate_id, self._key("fresh", 0))
+        admitted = self._admit(scope, candidate_id, self._key("fresh", 0))
+        held = self.models[scope].candidates[candidate_id].state == "pending"
+        if not held or then == "wait":
+            return admitted
+        return self._adjudicate(scope, "maintainer", candidate_id, then)
 
     @rule(
         target=records,
@@ -252,7 +127,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             "idempotency_key": self._key(key_mode, pick),
             "reason_ref": reason,
         }
-        self._transition(self._aim(candidate, foreign), WITHDRAW, args, key_mode)
+        self._agent_transition(self._aim(candidate, foreign), WITHDRAW, args, key_mode)
 
     @rule(
         target=forgotten,
@@ -269,7 +144,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             "reason_ref": reason,
         }
         scope = self._aim(record, foreign)
-        _, fresh = self._transition(scope, FORGET, args, key_mode)
+        _, fresh = self._agent_transition(scope, FORGET, args, key_mode)
         return Ref(scope, record.id) if fresh else multiple()
 
     @rule(
@@ -288,7 +163,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             args["record_id"] = self._unknown_record()
         else:
             known = sorted(self.models[scope].records)
-            stray = _pick(known, pick) if pick % 2 and known else self._unknown_candidate()
+            stray = nth_recent(known, pick) if pick % 2 and known else self._unknown_candidate()
             args["candidate_id"] = stray
         if tool != ADMIT:
             args["reason_ref"] = "reason:r"
@@ -307,7 +182,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         past = [entry for entry in self.history if entry[0] == source]
         past = [entry for entry in past if entry[1] == tool] or past
         if past:
-            _, tool, args, meta = _pick(past, pick)
+            _, tool, args, meta = nth_recent(past, pick)
             self._mutate(self._other(source) if foreign else source, tool, args, meta)
 
     # Rules: the two reads.
@@ -424,7 +299,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             },
         )
         if past and pick % 2:
-            _, tool, args, _ = _pick(past, pick)
+            _, tool, args, _ = nth_recent(past, pick)
         if kind == "no_confirmation":
             with pytest.raises(ProtocolRefusal) as refusal:
                 caller.call(tool, args)
@@ -438,9 +313,37 @@ class LifecycleMachine(RuleBasedStateMachine):
     # After every step.
 
     @invariant()
-    def journals_match_the_model(self) -> None:
-        """Dense cursors: exactly the model's writes, in each scope, and nothing else."""
+    def the_store_matches_the_model(self) -> None:
+        """Dense cursors: exactly the model's writes in each scope, and nothing else. Every
+        candidate and record in the state the model holds, and only in its own scope. One
+        audit entry per call, allowed or refused, agent's or operator's."""
         OUTCOMES["(steps)"] += 1
+        expected: dict[tuple[str, str], str] = {}
+        for model in self.models.values():
+            scope_ref = model.spec.scope_ref
+            if model.base + model.head:  # an empty journal has no head row
+                expected[(scope_ref, "journal head")] = str(model.base + model.head)
+            expected.update({(scope_ref, i): r.state for i, r in model.records.items()})
+            expected.update({(scope_ref, i): c.state for i, c in model.candidates.items()})
+        expected[("audit", "head")] = str(self.audit_head)
+        scope_refs = [model.spec.scope_ref for model in self.models.values()]
+        ids = [i for _, i in expected]
         with self.services.database.transaction() as tx:
-            for model in self.models.values():
-                assert journal.head(tx, model.spec.scope_ref)[0] == model.base + model.head
+            rows = tx.fetchall(STORE_VIEW, [scope_refs, ids, ids])
+        stored = {(scope_ref, i): value for scope_ref, i, value in rows}
+        differences = set(stored.items()) ^ set(expected.items())
+        assert stored == expected, sorted(differences)
+
+
+# What the invariant compares with the model, in one query: it runs after every step, and a
+# query costs about a millisecond whatever it reads.
+STORE_VIEW = """
+SELECT 'audit', 'head', CAST(coalesce(max(sequence), 0) AS VARCHAR) FROM audit_entries
+UNION ALL
+SELECT scope_ref, 'journal head', CAST(max(cursor) AS VARCHAR) FROM journal_events
+WHERE list_contains(?, scope_ref) GROUP BY scope_ref
+UNION ALL
+SELECT scope_ref, record_id, state FROM records WHERE list_contains(?, record_id)
+UNION ALL
+SELECT scope_ref, candidate_id, state FROM candidates WHERE list_contains(?, candidate_id)
+"""

@@ -1,9 +1,12 @@
-"""A pure-Python model of what an agent can observe of the lifecycle (SPEC §4, §6, §8).
+"""A pure-Python model of what agents and host operators can observe of the lifecycle
+(SPEC §4, §6, §8).
 
 It knows nothing of the service's code: only the contract and the shipped policy data
-(policies/acme.yaml, policies/globex.yaml). Ids the model cannot compute without the digest
-machinery (`candidate_id`, `record_digest`) are learned from the service's first answer; the
+(tests/model/scopes.py). Ids the model cannot compute without the digest machinery
+(`candidate_id`, `record_digest`) are learned from the service's first answer; the
 `record_id` of an acceptance is then predicted from the capture's `record_digest` (SPEC §9.3).
+Host maintenance (adjudication, record operations, the expiry sweep, inspection) is in
+tests/model/maintenance_model.py.
 
 Cursors are relative: `ScopeModel.base` is the journal head read when a sequence starts, so
 one store can serve many sequences (the policy data fixes the scopes, so a sequence cannot
@@ -12,106 +15,58 @@ have scopes of its own).
 
 from __future__ import annotations
 
-import base64
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram_memory.demo import demo_capture_arguments
+from tests.model.scopes import (
+    ADMIT,
+    CAPTURE,
+    CONTENT_KINDS,
+    EVIDENCE_REFS,
+    FORGET,
+    WITHDRAW,
+    ScopeSpec,
+    canonical,
+    content_token,
+    record_id_for,
+)
 
-SEARCH = "engram_memory_search"
-GET = "engram_memory_get"
-CAPTURE = "engram_memory_capture"
-ADMIT = "engram_memory_request_admission"
-WITHDRAW = "engram_memory_withdraw"
-FORGET = "engram_memory_forget"
-
-PURPOSE = "purpose:support-case"
-EVIDENCE_REFS = {
-    "ticket": "evidence:ticket/T-4711",
-    "untrusted": "evidence:untrusted/U-1",
-    "review": "evidence:review/R-1",
+AC, AD, H = "accepted_current", "accepted_disputed", "historical"
+_LIVE = (AC, AD, H)
+# SPEC §8, restated from its table: operation -> {from state: to state}. Candidates end
+# `promoted`, `rejected` or `withdrawn`; records move among the six record states.
+TRANSITIONS: dict[str, dict[str, str]] = {
+    "accept": {"pending": "promoted"},
+    "reject": {"pending": "rejected"},
+    "withdraw": {"pending": "withdrawn"},
+    "dispute": {AC: AD},
+    "resolve_dispute": {AD: AC},
+    "supersede": {AC: H, AD: H},
+    "mark_non_current": {AC: H, AD: H},
+    "rewind": {H: AC},
+    "expire": dict.fromkeys(_LIVE, "expired"),
+    "trust_invalidate": dict.fromkeys(_LIVE, "trust_invalid"),
+    "tombstone": dict.fromkeys((*_LIVE, "expired", "trust_invalid"), "tombstoned"),
 }
-# Content i has component kind CONTENT_KINDS[i]; acme holds `context` for adjudication.
-CONTENT_KINDS = ("decision", "decision", "context")
-
-
-@dataclass(frozen=True)
-class ScopeSpec:
-    """One policy-fixed scope, its caller, and its admission policy as the YAML states it."""
-
-    name: str
-    tenant: str
-    workspace: str
-    principal: str
-    reject_prefixes: tuple[str, ...]
-    adjudicate_kinds: tuple[str, ...]
-    accept_prefixes: tuple[str, ...]
-
-    @property
-    def scope_ref(self) -> str:
-        return f"tenant:{self.tenant}/workspace:{self.workspace}"
-
-    def admission_class(self, evidence_ref: str, kind: str) -> str:
-        """Precedence reject > adjudicate > accept > otherwise (adjudication_required)."""
-        if any(evidence_ref.startswith(p) for p in self.reject_prefixes):
-            return "reject"
-        if kind in self.adjudicate_kinds:
-            return "adjudicate"
-        if any(evidence_ref.startswith(p) for p in self.accept_prefixes):
-            return "accept"
-        return "adjudicate"
-
-
-ACME = ScopeSpec(
-    name="acme",
-    tenant="acme",
-    workspace="support",
-    principal="user:alice",
-    reject_prefixes=("evidence:untrusted/",),
-    adjudicate_kinds=("context",),
-    accept_prefixes=("evidence:ticket/",),
+TERMINAL = frozenset({"rejected", "withdrawn", "promoted", "tombstoned"})
+RECORD_OPERATIONS = (
+    "dispute",
+    "resolve_dispute",
+    "supersede",
+    "mark_non_current",
+    "rewind",
+    "expire",
+    "trust_invalidate",
 )
-# Globex has no reject rule and no adjudicate conditions: only tickets are accepted.
-GLOBEX = ScopeSpec(
-    name="globex",
-    tenant="globex",
-    workspace="main",
-    principal="user:carol",
-    reject_prefixes=(),
-    adjudicate_kinds=(),
-    accept_prefixes=("evidence:ticket/",),
-)
-SPECS = {spec.name: spec for spec in (ACME, GLOBEX)}
+LIVE = frozenset(_LIVE)  # what expiry applies to
 
 
-def content_token(word: str, content: int) -> str:
-    return f"{word}k{content}"
-
-
-def capture_arguments(
-    word: str, content: int, evidence: str, key: str, at_ms: int
-) -> dict[str, Any]:
-    """A capture whose payload depends only on (word, content, at_ms): same content, same
-    payload (so same guard digest), whatever the evidence and key."""
-    text = f"Case {word} note {content_token(word, content)} was handled."
-    args = demo_capture_arguments(text, key, evidence_ref=EVIDENCE_REFS[evidence])
-    payload = args["payload"]
-    payload["valid_time"] = {"t": at_ms}
-    payload["primary_event"]["at"] = at_ms
-    payload["components"][0]["kind"] = CONTENT_KINDS[content]
-    return args
-
-
-def canonical(value: Any) -> str:
-    # Arguments are ASCII strings and small integers: sorted-key JSON is canonical enough.
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def record_id_for(record_digest: str) -> str:
-    """SPEC §9.3: "mem_" + lowercase unpadded base32 of the digest bytes."""
-    raw = bytes.fromhex(record_digest.removeprefix("sha256:"))
-    return "mem_" + base64.b32encode(raw).decode("ascii").lower().rstrip("=")
+def refusal(operation: str, state: str) -> str | None:
+    """SPEC §8: any transition not in the table is refused, ALREADY_TERMINAL from a
+    terminal state, else ILLEGAL_TRANSITION; None if the table has it."""
+    if state in TERMINAL:
+        return "ALREADY_TERMINAL"
+    return None if state in TRANSITIONS[operation] else "ILLEGAL_TRANSITION"
 
 
 @dataclass
@@ -122,6 +77,7 @@ class Candidate:
     state: str  # pending | rejected | withdrawn | promoted
     capture_cursor: int  # relative
     record_digest: str
+    epoch: int  # how many clock jumps preceded the capture (its expiry counts from there)
 
 
 @dataclass
@@ -129,9 +85,13 @@ class Record:
     record_id: str
     candidate_id: str
     content: int
-    state: str  # accepted_current | tombstoned
+    state: str  # one of the six record states
     recorded_cursor: int  # relative: the capture's
     record_digest: str
+    epoch: int  # the capture's
+    # The successor named by the supersede that made this record historical, which a rewind
+    # demotes (SPEC §8); any other transition of this record ends the link.
+    superseded_by: str | None = None
 
 
 @dataclass
@@ -162,20 +122,35 @@ NOT_FOUND = Prediction(code="NOT_FOUND")
 class ScopeModel:
     spec: ScopeSpec
     base: int
-    head: int = 0
+    # The clock jumps of this sequence so far (the clock is shared by both scopes).
+    epoch: int = 0
     candidates: dict[str, Candidate] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)
     tombstoned_contents: set[int] = field(default_factory=set)
     keys: dict[str, Binding] = field(default_factory=dict)
+    # This sequence's journal events: (relative cursor, target id, operation).
+    events: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def head(self) -> int:
+        return len(self.events)
 
     def cursor(self, relative: int) -> str:
         return str(self.base + relative)
 
+    def journal(self, target_id: str, operation: str) -> None:
+        self.events.append((self.head + 1, target_id, operation))
+
     # Reads.
+
+    def due(self, record: Record) -> bool:
+        """Past its `expires_at` (SPEC §11 default TTL): captured before a clock jump longer
+        than the scope's TTL. Expiry needs no event to hide a record (SPEC §8 (3))."""
+        return self.spec.default_ttl_days is not None and record.epoch < self.epoch
 
     def visible(self, record_id: str) -> bool:
         record = self.records.get(record_id)
-        return record is not None and record.state == "accepted_current"
+        return record is not None and record.state == AC and not self.due(record)
 
     def search_hits(self, word: str, query_tokens: set[str]) -> set[str]:
         """Records whose text holds a query token: every capture holds `word` and its own
@@ -183,11 +158,10 @@ class ScopeModel:
         return {
             r.record_id
             for r in self.records.values()
-            if r.state == "accepted_current"
-            and query_tokens & {word, content_token(word, r.content)}
+            if self.visible(r.record_id) and query_tokens & {word, content_token(word, r.content)}
         }
 
-    # Mutations: predict, then apply the service's answer.
+    # Agent mutations: predict, then apply the service's answer.
 
     def predict(self, tool: str, args: dict[str, Any], meta: dict[str, Any]) -> Prediction:
         """SPEC §1.8 order from idempotency on: key first (§6), then target (§4.4-4.6)."""
@@ -252,8 +226,9 @@ class ScopeModel:
         candidate = self.candidates.get(candidate_id)
         if candidate is None:
             return NOT_FOUND
-        if candidate.state != "pending":
-            return Prediction(code="ALREADY_TERMINAL")
+        refused = refusal("withdraw", candidate.state)
+        if refused is not None:
+            return Prediction(code=refused)
         receipt = {
             "event_id": f"withdraw:{candidate_id}",
             "operation": "withdraw",
@@ -269,17 +244,19 @@ class ScopeModel:
         record = self.records.get(record_id)
         if record is None:
             return NOT_FOUND
-        if record.state == "tombstoned":
-            return Prediction(code="ALREADY_TERMINAL")
+        refused = refusal("tombstone", record.state)
+        if refused is not None:
+            return Prediction(code=refused)
         receipt = {
             "event_id": f"tombstone:{record_id}",
             "operation": "tombstone",
-            "from_state": "accepted_current",
+            "from_state": record.state,  # SPEC §4.6: the record's state before
             "to_state": "tombstoned",
             "cursor": self.cursor(self.head + 1),
         }
         return Prediction(
-            fields={"receipt": receipt, "replayed": False, "projection_invalidation": "complete"}
+            fields={"receipt": receipt, "replayed": False, "projection_invalidation": "complete"},
+            note="" if record.state == AC else f" from {record.state}",
         )
 
     def apply(
@@ -288,8 +265,8 @@ class ScopeModel:
         """Fold a fresh success (never a replay or an error) into the model."""
         self.keys[args["idempotency_key"]] = Binding(tool, canonical(args), output)
         if tool == CAPTURE:
-            self.head += 1
             candidate_id = output["candidate_id"]
+            self.journal(candidate_id, "capture")
             self.candidates[candidate_id] = Candidate(
                 candidate_id,
                 meta["content"],
@@ -297,30 +274,40 @@ class ScopeModel:
                 "pending",
                 self.head,
                 output["record_digest"],
+                self.epoch,
             )
         elif tool == ADMIT:
             outcome = output["outcome"]
-            candidate = self.candidates[outcome["candidate_id"]]
-            if outcome["status"] == "accepted":
-                self.head += 1
-                candidate.state = "promoted"
-                record_id = outcome["record_id"]
-                self.records[record_id] = Record(
-                    record_id,
-                    candidate.candidate_id,
-                    candidate.content,
-                    "accepted_current",
-                    candidate.capture_cursor,
-                    candidate.record_digest,
-                )
-            elif outcome["status"] == "rejected":
-                self.head += 1
-                candidate.state = "rejected"
+            if outcome["status"] in ("accepted", "rejected"):
+                decision = "accept" if outcome["status"] == "accepted" else "reject"
+                self.conclude(self.candidates[outcome["candidate_id"]], decision)
         elif tool == WITHDRAW:
-            self.head += 1
+            self.journal(args["candidate_id"], "withdraw")
             self.candidates[args["candidate_id"]].state = "withdrawn"
         else:
-            self.head += 1
-            record = self.records[args["record_id"]]
-            record.state = "tombstoned"
+            self.move(self.records[args["record_id"]], "tombstone")
+
+    def conclude(self, candidate: Candidate, decision: str) -> None:
+        """Accept (a new `accepted_current` record) or reject a pending candidate, by policy
+        or by a human: one event either way."""
+        self.journal(candidate.candidate_id, decision)
+        candidate.state = TRANSITIONS[decision]["pending"]
+        if decision == "accept":
+            record_id = record_id_for(candidate.record_digest)
+            self.records[record_id] = Record(
+                record_id,
+                candidate.candidate_id,
+                candidate.content,
+                AC,
+                candidate.capture_cursor,
+                candidate.record_digest,
+                candidate.epoch,
+            )
+
+    def move(self, record: Record, operation: str, successor_id: str | None = None) -> None:
+        """One record transition the table allows: its event, its new state, its links."""
+        self.journal(record.record_id, operation)
+        record.state = TRANSITIONS[operation][record.state]
+        record.superseded_by = successor_id
+        if operation == "tombstone":
             self.tombstoned_contents.add(record.content)

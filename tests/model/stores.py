@@ -5,6 +5,9 @@ heads read when a sequence starts), but a store shared by hundreds of them grows
 the cost of every call (the journal head and audit chain queries scan what is there). A fresh
 store every `rotate_every` sequences keeps that cost flat, for ~45 ms per renewal; a
 RAM-backed directory, when there is one, spares thousands of fsynced commits.
+
+All stores share one `StoreClock`, so that sequences can make time pass (expiry) without
+ever turning it back: every instant the service stored stays in the past.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from engram_memory.crypto.keys import RootKey
@@ -21,9 +25,24 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.runtime import Services, ServiceSettings
-from tests.harness import SIGNER, _clock
+from tests.harness import SIGNER
 
 SHM = Path("/dev/shm")
+
+
+class StoreClock:
+    """Wall-clock milliseconds plus an offset that only grows: what the services, the policy
+    decider and the callers' tokens all read, so that a jump moves them together."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def __call__(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+    def advance(self, ms: int) -> None:
+        assert ms >= 0, "time never goes back"
+        self.offset_ms += ms
 
 
 class Stores:
@@ -35,6 +54,7 @@ class Stores:
         self._root = Path(
             tempfile.mkdtemp(prefix="engram-model-", dir=SHM if SHM.is_dir() else None)
         )
+        self.clock = StoreClock()
         self._current: Services | None = None
         self._handed_out = 0
         self.opened = 0
@@ -53,10 +73,11 @@ class Stores:
         return Services(
             database=Database.open(data),
             keys=KeyStore(data / KEYS_DIRECTORY),
-            decider=PolicyDecider(self._engine, self._engine.identity, _clock),
+            decider=PolicyDecider(self._engine, self._engine.identity, self.clock),
             root_key=RootKey(os.urandom(32)),
             host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
             settings=ServiceSettings(host_memory_enabled=True),
+            clock_ms=self.clock,
         )
 
     def _close_current(self) -> None:

@@ -1,12 +1,17 @@
-"""Random sequences of the six tools over two tenants agree with a pure-Python model.
+"""Random sequences of the six tools and of host maintenance (adjudication, the record
+operations, expiry, inspection) over two tenants agree with a pure-Python model.
 
-The model is tests/model/model.py, the rules and per-step checks tests/model/machine.py.
+The model is tests/model/model.py (what agents see) and tests/model/maintenance_model.py
+(what operators see), the rules tests/model/machine.py (agents) and tests/model/admin_rules.py
+(operators), the check after every step `LifecycleMachine.the_store_matches_the_model`.
 A fresh store per sequence is too slow, so sequences share stores (tests/model/stores.py,
 renewed every SEQUENCES_PER_STORE sequences). They are isolated by their own search word,
 idempotency keys and content, and cursors are checked relative to the journal heads read
-when a sequence starts. `ENGRAM_MODEL_EXAMPLES` sets how many sequences run (default 500);
-`ENGRAM_MODEL_STATS=1 pytest -s` prints what they exercised. Budget (this 2-core box): about
-20 ms per tool call, ~9 calls per sequence, so ~100 s for the default 500 sequences.
+when a sequence starts; the stores' clock only moves forward (expiry, see
+`MaintenanceRules.time_passes`). `ENGRAM_MODEL_EXAMPLES` sets how many sequences run
+(default 500); `ENGRAM_MODEL_STATS=1 pytest -s` prints what they exercised. Budget (this
+2-core box): about 20 ms per tool call and 10 ms per operator call, ~11 steps per sequence,
+so ~130 s for the default 500 sequences.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from engram_memory.tools.dispatch import MemoryService
 from tests.harness import Caller
 from tests.model.checks import OUTCOMES
 from tests.model.machine import LifecycleMachine
-from tests.model.model import (
+from tests.model.scopes import (
     ACME,
     ADMIT,
     CAPTURE,
@@ -44,7 +49,7 @@ from tests.model.stores import Stores
 # CI runs the defaults; larger on-demand runs: e.g. ENGRAM_MODEL_EXAMPLES=5000
 # ENGRAM_MODEL_STEPS=25 ENGRAM_MODEL_RANDOM=1 (fresh random sequences instead of the fixed set).
 EXAMPLES = int(os.environ.get("ENGRAM_MODEL_EXAMPLES", "500"))
-STEPS = int(os.environ.get("ENGRAM_MODEL_STEPS", "8"))
+STEPS = int(os.environ.get("ENGRAM_MODEL_STEPS", "11"))
 SEQUENCES_PER_STORE = 25
 SETTINGS = settings(
     max_examples=EXAMPLES,
@@ -104,6 +109,12 @@ def test_the_model_agrees_with_the_shipped_policy_data(spec: ScopeSpec) -> None:
     assert tuple(admission["accept"]["evidence_ref_prefixes"]) == spec.accept_prefixes
     assert not admission["accept"].get("require_attestation", False)
     assert admission.get("otherwise", "adjudication_required") == "adjudication_required"
+    # Expiry: the workspace's default TTL (no explicit expires_at is ever captured), and
+    # who may maintain or read.
+    default_ttl = workspace.get("retention", {}).get("default_ttl")
+    assert default_ttl == (None if spec.default_ttl_days is None else f"{spec.default_ttl_days}d")
+    operators = workspace["maintenance"]["operators"]
+    assert {human: tuple(held) for human, held in operators.items()} == dict(spec.operators)
     # The caller holds all six tools, and no confirmation is asked of it for capture or
     # admission (withdraw and forget always need one; the machine supplies it).
     roles = {r for g in workspace["grants"] if g["principal"] == spec.principal for r in g["roles"]}
