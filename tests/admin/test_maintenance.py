@@ -238,3 +238,23 @@ def test_lower_layer_failures_get_the_contract_code_agents_would_get(
         rows = tx.fetchall("SELECT tool, outcome FROM audit_entries WHERE tool LIKE 'admin:%'")
     assert rows == [("admin:dispute", expected)]
     assert value(_get(alice, record_id))  # unchanged: still disclosed
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda admin, record: admin.adjudicate(DANA, record, "maybe", "reason:x"),
+        lambda admin, record: admin.transition(DANA, "supersede", record, "reason:x"),
+        lambda admin, record: admin.transition(DANA, "dispute", record, "reason:x", record),
+        lambda admin, record: admin.transition(DANA, "erase", record, "reason:x"),
+    ],
+    ids=["bad-decision", "supersede-without-successor", "successor-elsewhere", "unknown-op"],
+)
+def test_invalid_maintenance_arguments_are_refused_and_audited(
+    alice: Caller, admin: MaintenanceService, services: Services, call: Any
+) -> None:
+    record_id = accepted_record(alice)
+    assert _refused(lambda: call(admin, record_id)) == "INVALID_SCHEMA"
+    with services.database.transaction() as tx:
+        rows = tx.fetchall("SELECT outcome FROM audit_entries WHERE tool LIKE 'admin:%'")
+    assert rows == [("INVALID_SCHEMA",)]

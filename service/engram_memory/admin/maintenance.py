@@ -171,10 +171,11 @@ class MaintenanceService:
         self, who: Operator, candidate_id: str, decision: str, reason_ref: str
     ) -> dict[str, JsonValue]:
         """A human accepts or rejects a pending candidate (e.g. one held by the guard)."""
-        if decision not in ("accept", "reject"):
-            raise ToolError(ErrorCode.INVALID_SCHEMA, "decision must be accept or reject")
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
+            # Argument checks inside the action, so a refused call is audited too.
+            if decision not in ("accept", "reject"):
+                raise ToolError(ErrorCode.INVALID_SCHEMA, "decision must be accept or reject")
             ctx.target_ids.append(candidate_id)
             with self.services.database.transaction() as tx:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
@@ -225,12 +226,13 @@ class MaintenanceService:
     ) -> dict[str, JsonValue]:
         """dispute, resolve_dispute, supersede (with `successor_id`), mark_non_current,
         rewind, expire or trust_invalidate one record."""
-        if operation not in RECORD_OPERATIONS:
-            raise ToolError(ErrorCode.INVALID_SCHEMA, "unknown record operation")
-        if (operation == "supersede") != (successor_id is not None):
-            raise ToolError(ErrorCode.INVALID_SCHEMA, "successor_id goes with supersede only")
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
+            # Argument checks inside the action, so a refused call is audited too.
+            if operation not in RECORD_OPERATIONS:
+                raise ToolError(ErrorCode.INVALID_SCHEMA, "unknown record operation")
+            if (operation == "supersede") != (successor_id is not None):
+                raise ToolError(ErrorCode.INVALID_SCHEMA, "successor_id goes with supersede only")
             ctx.target_ids.append(record_id)
             with self.services.database.transaction() as tx:
                 output = self._transition(tx, ctx, operation, record_id, reason_ref, successor_id)
