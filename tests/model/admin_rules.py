@@ -11,15 +11,12 @@ refusal, must leave exactly one audit entry, and only a success a journal event.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import multiple, precondition, rule
 
-from engram_memory.admin.maintenance import Operator
-from engram_memory.contract.errors import ToolError
-from tests.model.checks import OUTCOMES, RECORD_ID, check_fields
+from tests.model.checks import OUTCOMES, RECORD_ID
 from tests.model.machine_base import (
     MachineBase,
     Ref,
@@ -30,71 +27,16 @@ from tests.model.machine_base import (
     records,
     scopes,
 )
-from tests.model.maintenance_model import MaintainedScopeModel
-from tests.model.model import AC, RECORD_OPERATIONS, Prediction, refusal
-from tests.model.scopes import DAY_MS, SPECS, TIME_JUMP_MS
+from tests.model.model import AC, RECORD_OPERATIONS, refusal
+from tests.model.scopes import DAY_MS, TIME_JUMP_MS
 
 # Mostly the maintainer, so that changes happen; the others must be refused.
 actors = st.sampled_from(["maintainer"] * 5 + ["reader", "foreign"])
 inspectors = st.sampled_from(["maintainer", "maintainer", "reader", "foreign", "stranger"])
 ENDINGS = ("expire", "trust_invalidate")  # after these, only forget (tombstone) remains
-READER = "human:erin"
-STRANGER = "human:mallory"
-
-AdminCall = Callable[[Operator], dict[str, Any]]
-Predict = Callable[[MaintainedScopeModel, str], Prediction]  # (acting scope's model, human)
 
 
 class MaintenanceRules(MachineBase):
-    # Helpers.
-
-    def _operator(self, scope: str, actor: str) -> tuple[str, Operator]:
-        """The scope the actor is bound to (the other tenant's for `foreign`), and who."""
-        if actor == "foreign":
-            scope = self._other(scope)
-        spec = SPECS[scope]
-        human = {"reader": READER, "stranger": STRANGER}.get(actor)
-        if human is None:
-            human = next(h for h, held in spec.operators if "maintain" in held)
-        return scope, Operator(spec.tenant, spec.workspace, human)
-
-    def _maintain(
-        self,
-        home: str,
-        actor: str,
-        operation: str,
-        predict: Predict,
-        call: AdminCall,
-        note: str = "",
-    ) -> tuple[MaintainedScopeModel, dict[str, Any] | None]:
-        """`actor` calls about `home`'s ids, from the scope it is bound to: check the answer
-        and its one audit entry against what that scope's model predicts. Returns that
-        model, and the output of a success (None for a refusal)."""
-        scope, operator = self._operator(home, actor)
-        acting = self.models[scope]
-        prediction = predict(acting, operator.operator)
-        audit_before = self.audit_head
-        value: dict[str, Any] | None = None
-        refused: str | None = None
-        self.operator_calls += 1
-        try:
-            value = call(operator)
-        except ToolError as error:
-            refused = error.code.name
-        assert refused == prediction.code, (operation, prediction, refused, value)
-        if value is not None:
-            check_fields(value, prediction)
-        with self.services.database.transaction() as tx:
-            entries = tx.fetchall(
-                "SELECT tool, outcome, scope_ref FROM audit_entries WHERE sequence > ?",
-                [audit_before],
-            )
-        outcome = prediction.code or "ok"
-        assert entries == [(f"admin:{operation}", outcome, acting.spec.scope_ref)], entries
-        note += prediction.note + (" (foreign)" if scope != home else "")
-        OUTCOMES[f"admin {operation}: {outcome}{note}"] += 1
-        return acting, value
-
     # Rules: changes.
 
     @rule(

@@ -1,25 +1,28 @@
 """What every rule of the state machine shares: the services of one sequence, its callers and
 operators, the model of each scope, the bundles of ids, and the helpers that aim a call.
 
-The rules are split by who calls: the six tools (tests/model/machine.py) and host operators
-(tests/model/admin_rules.py); both are mixins over `MachineBase`.
+The rules are split by who calls: host operators in tests/model/admin_rules.py
+(`MaintenanceRules`, over `MachineBase`), the six tools in tests/model/machine.py
+(`LifecycleMachine`, over both).
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, multiple
 
-from engram_memory.admin.maintenance import MaintenanceService
+from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.contract.errors import ToolError
 from engram_memory.store import journal
 from engram_memory.tools.dispatch import MemoryService
 from tests.harness import Caller
-from tests.model.checks import check_body, check_new_ids, count, expect
+from tests.model.checks import OUTCOMES, check_body, check_fields, check_new_ids, count, expect
 from tests.model.maintenance_model import MaintainedScopeModel
 from tests.model.model import Prediction
 from tests.model.scopes import (
@@ -47,6 +50,11 @@ class Ref:
     scope: str
     id: str
 
+
+READER = "human:erin"  # read-only in acme, unknown to globex
+STRANGER = "human:mallory"  # unknown to both
+AdminCall = Callable[[Operator], dict[str, Any]]
+Predict = Callable[[MaintainedScopeModel, str], Prediction]  # (acting scope's model, human)
 
 T = TypeVar("T")
 candidates = Bundle("candidates")
@@ -213,3 +221,52 @@ class MachineBase(RuleBasedStateMachine):
         candidate_id = self._capture(scope, content, evidence, self._key("fresh", 0))
         assert candidate_id is not None
         return self._admit(scope, candidate_id, self._key("fresh", 0))
+
+    # Operator calls, for the rules of both kinds.
+
+    def _operator(self, scope: str, actor: str) -> tuple[str, Operator]:
+        """The scope the actor is bound to (the other tenant's for `foreign`), and who."""
+        if actor == "foreign":
+            scope = self._other(scope)
+        spec = SPECS[scope]
+        human = {"reader": READER, "stranger": STRANGER}.get(actor)
+        if human is None:
+            human = next(h for h, held in spec.operators if "maintain" in held)
+        return scope, Operator(spec.tenant, spec.workspace, human)
+
+    def _maintain(
+        self,
+        home: str,
+        actor: str,
+        operation: str,
+        predict: Predict,
+        call: AdminCall,
+        note: str = "",
+    ) -> tuple[MaintainedScopeModel, dict[str, Any] | None]:
+        """`actor` calls about `home`'s ids, from the scope it is bound to: check the answer
+        and its one audit entry against what that scope's model predicts. Returns that
+        model, and the output of a success (None for a refusal)."""
+        scope, operator = self._operator(home, actor)
+        acting = self.models[scope]
+        prediction = predict(acting, operator.operator)
+        audit_before = self.audit_head
+        value: dict[str, Any] | None = None
+        refused: str | None = None
+        self.operator_calls += 1
+        try:
+            value = call(operator)
+        except ToolError as error:
+            refused = error.code.name
+        assert refused == prediction.code, (operation, prediction, refused, value)
+        if value is not None:
+            check_fields(value, prediction)
+        with self.services.database.transaction() as tx:
+            entries = tx.fetchall(
+                "SELECT tool, outcome, scope_ref FROM audit_entries WHERE sequence > ?",
+                [audit_before],
+            )
+        outcome = prediction.code or "ok"
+        assert entries == [(f"admin:{operation}", outcome, acting.spec.scope_ref)], entries
+        note += prediction.note + (" (foreign)" if scope != home else "")
+        OUTCOMES[f"admin {operation}: {outcome}{note}"] += 1
+        return acting, value
