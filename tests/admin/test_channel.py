@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +27,13 @@ from engram_memory.admin.host_cli import SIGNING_KEY_FILE
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect, wait_until_listening
+from engram_memory.reference_host import Binding, connect
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services
 from tests.admin.test_rotation_cli import _admin, _cli
 from tests.admin.test_rotation_cli import prepared as prepared  # the same prepared store
 from tests.harness import Caller
+from tests.servers import http_server
 from tests.tools.test_tool_rules import accepted_record
 
 DANA = Operator("acme", "support", "human:dana")
@@ -48,18 +47,8 @@ def running_server(
     """`serve --transport http` on the prepared store; yields (env, MCP URL)."""
     env, _ = prepared
     env = {**env, "ENGRAM_MEMORY_ENABLED": "true", "ENGRAM_POLICY": "embedded"}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
-    process = subprocess.Popen([*command, "--port", str(port)], env=env)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_until_listening(url, process)
+    with http_server(env) as (_process, url):
         yield env, url
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 async def _get_code(url: str, signer: HostSigningKey, record_id: str) -> str:

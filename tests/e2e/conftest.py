@@ -6,8 +6,6 @@ engine, real `opa run --server`}. Nothing here mocks OPA, DuckDB or the transpor
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +20,8 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.policy.bundle import default_bundle_dir
 from engram_memory.policy.opa_server import start_opa_server
-from engram_memory.reference_host import Binding, ReferenceHost, connect, wait_until_listening
+from engram_memory.reference_host import Binding, ReferenceHost, connect
+from tests.servers import http_server, server_env
 
 ALICE = Binding(
     tenant="acme",
@@ -72,12 +71,6 @@ class Deployment:
             yield host
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def host_secrets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return init_host_dir(tmp_path_factory.mktemp("secrets"))
@@ -99,40 +92,12 @@ def deployment(
     transport, engine = str(request.param).split("-")
     root_key, signing_key, public_keys = host_secrets
     data_dir = tmp_path / "data"
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "ENGRAM_DATA_DIR": str(data_dir),
-        "ENGRAM_HOST_KEYS": str(public_keys),
-        "ENGRAM_ROOT_KEY": str(root_key),
-        "ENGRAM_MEMORY_ENABLED": "true",
-        "ENGRAM_POLICY": "embedded",
-    }
+    env = server_env(data_dir, root_key, public_keys)
     if engine == "opa":
         env["ENGRAM_POLICY"] = request.getfixturevalue("opa_url")
     signer = HostSigningKey.from_pem_file(signing_key)
     if transport == "stdio":
         yield Deployment(transport, engine, data_dir, env, signer)
         return
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "engram_memory.cli",
-            "serve",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-        ],
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        wait_until_listening(url, process)
+    with http_server(env) as (process, url):
         yield Deployment(transport, engine, data_dir, env, signer, url, process)
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=20)

@@ -9,10 +9,7 @@ commit: the retry with the same key is a first use, and the store file holds one
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 from typing import IO
 
@@ -23,8 +20,9 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import ENV_VAR, PAUSE_BEFORE_COMMIT
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import connect, wait_until_listening
+from engram_memory.reference_host import connect
 from tests.failpoints.test_over_stdio import ALICE, CAPTURE, _journal, _key, _value
+from tests.servers import http_server, server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -41,26 +39,12 @@ async def test_a_capture_cancelled_by_the_mcp_client_before_commit_commits_nothi
 ) -> None:
     root_key, signing_key, public_keys = init_host_dir(tmp_path / "secrets")
     data_dir = tmp_path / "data"
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "ENGRAM_DATA_DIR": str(data_dir),
-        "ENGRAM_HOST_KEYS": str(public_keys),
-        "ENGRAM_ROOT_KEY": str(root_key),
-        "ENGRAM_MEMORY_ENABLED": "true",
-        "ENGRAM_POLICY": "embedded",
-        ENV_VAR: f"{PAUSE_BEFORE_COMMIT}:{CAPTURE}",
-    }
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
-    process = subprocess.Popen([*command, "--port", str(port)], env=env, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/mcp"
+    env = server_env(
+        data_dir, root_key, public_keys, **{ENV_VAR: f"{PAUSE_BEFORE_COMMIT}:{CAPTURE}"}
+    )
     arguments = demo_capture_arguments("Cancelled by the client.", _key("capture"))
     signer = HostSigningKey.from_pem_file(signing_key)
-    try:
-        wait_until_listening(url, process)
+    with http_server(env, stderr=subprocess.PIPE) as (process, url):
         assert process.stderr is not None
         async with connect(url, signer, ALICE) as host:
             answered = []
@@ -80,8 +64,5 @@ async def test_a_capture_cancelled_by_the_mcp_client_before_commit_commits_nothi
             assert resumed.rstrip().endswith(b"cancelled=True")
             retried = _value(await host.call(CAPTURE, arguments))
             assert retried["status"] == "committed_pending"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
     journal = _journal(data_dir)
     assert journal == [("capture", retried["cursor"], retried["candidate_id"])]

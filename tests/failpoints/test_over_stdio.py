@@ -7,7 +7,6 @@ gets the definitive committed result. The journal is then read from the store fi
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ from engram_memory.failpoints import ENV_VAR
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import Binding, CallOutcome, connect
 from engram_memory.store.database import Database
+from tests.servers import server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -72,16 +72,12 @@ async def test_dropped_capture_and_forget_responses_resolve_on_retry_over_stdio(
 ) -> None:
     root_key, signing_key, public_keys = init_host_dir(tmp_path / "secrets")
     data_dir = tmp_path / "data"
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "ENGRAM_DATA_DIR": str(data_dir),
-        "ENGRAM_HOST_KEYS": str(public_keys),
-        "ENGRAM_ROOT_KEY": str(root_key),
-        "ENGRAM_MEMORY_ENABLED": "true",
-        "ENGRAM_POLICY": "embedded",
-        ENV_VAR: f"drop_response_after_commit:{CAPTURE},drop_response_after_commit:{FORGET}",
-    }
+    env = server_env(
+        data_dir,
+        root_key,
+        public_keys,
+        **{ENV_VAR: f"drop_response_after_commit:{CAPTURE},drop_response_after_commit:{FORGET}"},
+    )
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "engram_memory.cli", "serve"], env=env
     )
