@@ -1,7 +1,8 @@
 """Assemble the service from configuration: keys first, then policy, then the store.
 
 Everything that can be wrong with the configuration is checked before the store is opened,
-so a bad configuration writes nothing.
+so a bad configuration writes nothing. The store is then compared with its head anchor
+(store/anchors.py): a store behind what it acknowledged, or a damaged one, is not served.
 """
 
 from __future__ import annotations
@@ -11,13 +12,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engram_memory.config import ServiceConfig
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.errors import ConfigurationError, StoreDamaged
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.store.database import Database, StoreUnavailable, StoreVersionSkew
+from engram_memory.store.anchors import open_anchor
+from engram_memory.store.database import (
+    Database,
+    StoreCorrupt,
+    StoreOpenFailed,
+    StoreUnavailable,
+    StoreVersionSkew,
+)
+from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services, ServiceSettings
 
@@ -26,20 +35,58 @@ def _clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def open_store(
+    config: ServiceConfig, root_key: RootKey, *, tolerate_loss: bool = False
+) -> Database:
+    """The store of `config`, compared with its head anchor and attached to it.
+
+    With `tolerate_loss` (only `admin accept-loss`) a loss is kept on `database.anchor`.
+
+    Raises:
+        ConfigurationError: held by another process (with its PID), not a store, a data
+            directory that is a file, a schema skew, or otherwise unopenable (exit 2).
+        StoreDamaged: the file failed a checksum or header check (exit 4).
+        StoreBehindAnchor: the store lacks acknowledged writes (exit 3).
+    """
+    where = config.data_dir
+    try:
+        database = Database.open(where)
+    except StoreVersionSkew as exc:
+        raise ConfigurationError(f"store in {where}: {exc}") from exc
+    except StoreOpenFailed as exc:
+        if exc.failure is OpenFailure.DAMAGED:
+            raise StoreDamaged(exc.line) from exc
+        raise ConfigurationError(exc.line) from exc
+    except StoreCorrupt as exc:
+        raise StoreDamaged(
+            f"store file in {where} is damaged (a block failed its checksum)"
+        ) from exc
+    except StoreUnavailable as exc:
+        raise ConfigurationError(f"store in {where} cannot be opened") from exc
+    try:
+        open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
+    except StoreCorrupt as exc:
+        database.close()
+        raise StoreDamaged(
+            f"store file in {where} is damaged (a block failed its checksum)"
+        ) from exc
+    except StoreUnavailable as exc:
+        database.close()
+        raise ConfigurationError(f"head anchor in {where} cannot be written") from exc
+    except BaseException:
+        database.close()
+        raise
+    return database
+
+
 @contextmanager
-def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
-    """Raises: ConfigurationError: keys, policy engine or store unusable (one line, named)."""
+def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iterator[MemoryService]:
+    """Raises: ConfigurationError: keys, policy engine or store unusable (one line, named);
+    StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
-        try:
-            database = Database.open(config.data_dir)
-        except StoreVersionSkew as exc:
-            raise ConfigurationError(f"store in {config.data_dir}: {exc}") from exc
-        except StoreUnavailable as exc:
-            raise ConfigurationError(
-                f"store in {config.data_dir} cannot be opened (is another server using it?)"
-            ) from exc
+        database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
             yield MemoryService(
                 Services(

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from engram_memory.contract.errors import ConfigurationError, EngramError
+from engram_memory.contract.errors import ConfigurationError, EngramError, StoreRefusal
 
-EXIT_CONFIG = 2
+EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -122,6 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"engram-memory: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except StoreRefusal as exc:
+        print(f"engram-memory: {exc}", file=sys.stderr)
+        return exc.exit_code
     except EngramError as exc:
         # Our own exceptions carry constant, sanitized text only.
         print(f"engram-memory: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolErr
 from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
-from engram_memory.store.database import StoreUnavailable, Transaction
+from engram_memory.store.database import StoreCorrupt, StoreUnavailable, Transaction
 from engram_memory.tools import steps
 from engram_memory.tools.admission import conclude_admission, rebuild_record
 from engram_memory.tools.failures import known_failure
@@ -147,7 +147,9 @@ def _audit_refusal(ctx: CallContext, error: ToolError) -> None:
         with ctx.services.database.transaction() as tx:
             steps.write_audit(tx, ctx, error.code.name, error.detail)
     except StoreUnavailable as exc:
-        raise ToolError(ErrorCode.STORE_UNAVAILABLE, "audit write failed") from exc
+        damaged = isinstance(exc, StoreCorrupt)  # never retriable
+        code = ErrorCode.JOURNAL_CORRUPT if damaged else ErrorCode.STORE_UNAVAILABLE
+        raise ToolError(code, "audit write failed") from exc
 
 
 class MaintenanceService:

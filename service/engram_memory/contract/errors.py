@@ -104,3 +104,25 @@ class ProtocolRefusal(EngramError):
 
 class ConfigurationError(EngramError):
     """Operator configuration is unusable; the CLI prints one line and exits 2."""
+
+
+class StoreRefusal(EngramError):
+    """The store must not be served: the CLI prints its one line and exits `exit_code`.
+
+    Not a configuration problem (exit 2): the data itself is behind what it acknowledged or
+    damaged, and an operator has to restore it or accept the loss (README).
+    """
+
+    exit_code = 1
+
+
+class StoreBehindAnchor(StoreRefusal):
+    """Acknowledged writes are missing (WAL lost, chain tail removed, anchor file gone)."""
+
+    exit_code = 3
+
+
+class StoreDamaged(StoreRefusal):
+    """The store file failed a checksum or header check."""
+
+    exit_code = 4

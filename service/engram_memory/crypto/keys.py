@@ -127,6 +127,11 @@ class RootKey:
     def page_cursor_secret(self) -> bytes:
         return _hkdf(self.stable_index_root, b"engram-memory/page-cursor/v1\0")
 
+    def head_anchor_key(self) -> bytes:
+        """MACs the head anchor file (store/anchors.py). From the stable index root, so a
+        root rotation does not make an existing anchor unverifiable."""
+        return _hkdf(self.stable_index_root, b"engram-memory/head-anchor/v1\0")
+
     def archive_key(self, key_id: bytes, salt: bytes) -> bytes:
         """The key of one backup archive (its own label, a per-archive salt).
 

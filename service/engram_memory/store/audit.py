@@ -72,8 +72,7 @@ def append(tx: Transaction, record: AuditRecord) -> str:
     Raises:
         StoreUnavailable: the write failed; the caller must fail the call.
     """
-    row = tx.fetchone(_Q["head"])
-    sequence, previous = (0, ZERO_DIGEST) if row is None else (int(row[0]), str(row[1]))
+    sequence, previous = tx.audit_head()  # the writer's head cache, not a query
     entry: dict[str, JsonValue] = {
         "sequence": sequence + 1,
         "recorded_at": record.recorded_at,
@@ -97,6 +96,7 @@ def append(tx: Transaction, record: AuditRecord) -> str:
     values[9] = json.dumps(entry["target_ids"])
     values[10] = json.dumps(entry["receipt_digests"])
     tx.execute(_Q["insert"], [*values, entry_hash])
+    tx.moved_audit_head((sequence + 1, entry_hash))
     tx.executemany(
         _Q["insert_receipt"],
         [

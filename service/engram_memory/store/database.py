@@ -2,29 +2,45 @@
 
 DuckDB allows one writing process per file, so the service holds the only connection and
 serializes every transaction behind a lock. Every DuckDB exception is mapped here, at the one
-boundary, to `StoreUnavailable`; nothing above this module sees driver text.
+boundary (store/driver_errors.py classifies it): a transient failure or a full disk rolls back
+as `StoreUnavailable`; a damaged file raises `StoreCorrupt` and stops the store for good in
+this process (logged once, with the file name), so nothing is ever committed onto it.
+
+The writer also keeps the chain heads (store/heads.py) in memory and, after each COMMIT that
+moved them, lets the head anchor (store/anchors.py) record them outside the file before the
+transaction returns, so every acknowledged write is covered.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+import logging
 import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 
 from engram_memory.contract.errors import EngramError
-from engram_memory.durable_files import fsync_directory, shred
+from engram_memory.store.driver_errors import (
+    DriverFailure,
+    OpenFailure,
+    classify,
+    describe_open_failure,
+    diagnose_open,
+)
+from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, Head
 
 DATABASE_FILE = "engram.duckdb"
+COMPACT_SUFFIX = ".compacting"  # store/compaction.py: the fresh copy, then the old file
+RETIRED_SUFFIX = ".retired"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+log = logging.getLogger("engram_memory.store")
 
 
 class StoreUnavailable(EngramError):
@@ -36,6 +52,34 @@ class CommitOutcomeUnknown(StoreUnavailable):
 
     Any failure before COMMIT rolls back and is a definite STORE_UNAVAILABLE instead.
     """
+
+
+class StoreCorrupt(StoreUnavailable):
+    """The store file is damaged (checksum, header or fatal I/O error): JOURNAL_CORRUPT.
+
+    Not retriable. It is a `StoreUnavailable` so that every handler of store failures sees
+    it, but callers that pick a contract code must test for it first.
+    """
+
+
+class StoreOpenFailed(StoreUnavailable):
+    """The store file could not be opened; `line` says why in one operator line."""
+
+    def __init__(self, failure: OpenFailure, line: str) -> None:
+        super().__init__(line)
+        self.failure = failure
+        self.line = line
+
+
+class HeadsAnchor(Protocol):
+    """Records committed chain heads outside the store file (store/anchors.py)."""
+
+    def cover(self, generation: int) -> None:
+        """Return once the heads of `generation` (or later) are durable.
+
+        Raises:
+            CommitOutcomeUnknown: they could not be made durable.
+        """
 
 
 class StoreVersionSkew(EngramError):
@@ -60,6 +104,7 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 
 SCHEMA_VERSION = max(version for version, _, _ in _migrations())
+_HEADS = load_queries("engram_memory.store.sql", "heads.sql")
 
 
 class Database:
@@ -72,6 +117,62 @@ class Database:
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
         self._commits = threading.local()
+        # Committed chain heads and how many commits moved them (the anchor's generation);
+        # replaced under `_heads_lock` so the anchor can read them while a transaction runs.
+        self._heads = ChainHeads()
+        self._generation = 0
+        self._heads_lock = threading.Lock()
+        self._anchor: HeadsAnchor | None = None
+        self._damaged = False
+
+    @property
+    def damaged(self) -> bool:
+        """True once a damaged file was detected: every later transaction is refused."""
+        return self._damaged
+
+    def heads(self) -> tuple[int, ChainHeads]:
+        """(generation, committed chain heads) as of the last COMMIT."""
+        with self._heads_lock:
+            return self._generation, self._heads
+
+    def attach_anchor(self, anchor: HeadsAnchor | None) -> None:
+        """From now on, every COMMIT that moves a head waits until `anchor` covers it."""
+        self._anchor = anchor
+
+    @property
+    def anchor(self) -> HeadsAnchor | None:
+        return self._anchor
+
+    def driver_failure(self, exc: duckdb.Error | OSError, what: str) -> StoreUnavailable:
+        """The exception to raise for a driver failure; a damaged file stops the store.
+
+        The first damage is logged once, with the file's name only (never driver text, which
+        may quote stored values).
+        """
+        kind = classify(exc)
+        if kind is DriverFailure.DAMAGED:
+            if not self._damaged:
+                self._damaged = True
+                log.error(
+                    "store file %s is damaged (%s); the store is stopped: no further reads or "
+                    "writes in this process; run `engram-memory audit verify`, restore from a "
+                    "backup",
+                    self.path,
+                    what,
+                )
+            return StoreCorrupt(f"{what}: store file damaged")
+        if kind is DriverFailure.NO_SPACE:
+            return StoreUnavailable(f"{what}: no space left")
+        return StoreUnavailable(what)
+
+    def _load_heads(self) -> ChainHeads:
+        with self.transaction() as tx:
+            audit = tx.fetchone(_HEADS["audit_head"])
+            journal = tx.fetchall(_HEADS["journal_heads"])
+        return ChainHeads(
+            EMPTY_HEAD if audit is None else (int(audit[0]), str(audit[1])),
+            {str(scope): (int(cursor), str(event_hash)) for scope, cursor, event_hash in journal},
+        )
 
     @classmethod
     def open(cls, data_dir: Path, *, read_only: bool = False) -> Database:
@@ -79,21 +180,34 @@ class Database:
 
         Raises:
             StoreVersionSkew: the file is newer than this code or its ledger was altered.
-            StoreUnavailable: the file cannot be opened (e.g. another writer holds it).
+            StoreOpenFailed: the file cannot be opened; its `failure` tells held by another
+                process (with the holder's PID), damaged, not a store, or a data directory
+                that is not a directory.
+            StoreCorrupt: the file opened but a check or migration read a damaged block.
         """
+        path = data_dir / DATABASE_FILE
         try:
+            if data_dir.exists() and not data_dir.is_dir():
+                raise NotADirectoryError(str(data_dir))
             data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            connection = duckdb.connect(str(data_dir / DATABASE_FILE), read_only=read_only)
+            connection = duckdb.connect(str(path), read_only=read_only)
         except (duckdb.Error, OSError) as exc:
-            raise StoreUnavailable("cannot open the store file") from exc
-        database = cls(connection, data_dir / DATABASE_FILE)
-        if not read_only:
-            database._migrate()
-        database._check_version()
+            failure, holder = diagnose_open(exc)
+            raise StoreOpenFailed(failure, describe_open_failure(path, failure, holder)) from exc
+        database = cls(connection, path)
+        try:
+            if not read_only:
+                database._migrate()
+            database._check_version()
+            database._heads = database._load_heads()
+        except BaseException:
+            with suppress(duckdb.Error):
+                connection.close()
+            raise
         return database
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, suppress(duckdb.Error):
             self._connection.close()
 
     def _migrate(self) -> None:
@@ -127,16 +241,25 @@ class Database:
     def transaction(self) -> Iterator[Transaction]:
         """One serialized DuckDB transaction; commits on exit, rolls back on any exception.
 
+        A commit that moved a chain head returns only once the head anchor covers it.
+
         Raises:
-            StoreUnavailable: begin or commit failed (the caller decides whether the outcome
-                of a mutation is unknown).
+            StoreCorrupt: the file is damaged (now or earlier): nothing is attempted.
+            StoreUnavailable: begin or commit failed and the transaction rolled back (a full
+                disk included).
+            CommitOutcomeUnknown: COMMIT failed for another reason, or the head anchor could
+                not be advanced after it (the caller decides whether the outcome of a
+                mutation is unknown).
         """
+        generation = 0
         with self._lock:
+            if self._damaged:
+                raise StoreCorrupt("store stopped: file damaged")
             try:
                 self._connection.execute("BEGIN TRANSACTION")
             except duckdb.Error as exc:
-                raise StoreUnavailable("begin failed") from exc
-            tx = Transaction(self._connection)
+                raise self.driver_failure(exc, "begin failed") from exc
+            tx = Transaction(self, self._connection, self._heads)
             try:
                 yield tx
             except BaseException:
@@ -147,9 +270,24 @@ class Database:
             try:
                 self._connection.execute("COMMIT")
             except duckdb.Error as exc:
+                failure = self.driver_failure(exc, "commit failed")
+                if type(failure) is StoreUnavailable and classify(exc) is DriverFailure.NO_SPACE:
+                    # DuckDB rolls the transaction back when its WAL cannot be written.
+                    raise failure from exc
+                if isinstance(failure, StoreCorrupt):
+                    raise failure from exc
                 raise CommitOutcomeUnknown("commit failed") from exc
             if tx.wrote:
                 self._commits.count = self.commits_on_this_thread() + 1
+            audit_head, journal_heads = tx.moved_heads()
+            if audit_head is not None or journal_heads:
+                with self._heads_lock:
+                    self._heads = self._heads.advanced(audit_head, journal_heads)
+                    self._generation += 1
+                    generation = self._generation
+        # Outside the lock, so one anchor write can cover commits made meanwhile.
+        if generation and self._anchor is not None:
+            self._anchor.cover(generation)
 
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)
@@ -167,39 +305,73 @@ class Database:
         Raises:
             StoreUnavailable: the copy or the swap failed (the old file still serves).
         """
+        from engram_memory.store.compaction import compact_store
+
         with self._lock:
-            return compact_store(self)
+            if self._damaged:
+                raise StoreCorrupt("store stopped: file damaged")
+            return compact_store(self, self._connection)
 
     def _reconnect(self) -> None:
         """Open the (new) store file again after `compact_store` closed the connection."""
         try:
             self._connection = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
-            raise StoreUnavailable("cannot reopen the store file") from exc
+            raise self.driver_failure(exc, "cannot reopen the store file") from exc
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
         with self._lock:
+            if self._damaged:
+                raise StoreCorrupt("store stopped: file damaged")
             try:
                 self._connection.execute("CHECKPOINT")
             except duckdb.Error as exc:
-                raise StoreUnavailable("checkpoint failed") from exc
+                raise self.driver_failure(exc, "checkpoint failed") from exc
 
 
 class Transaction:
-    """Statement helpers bound to the open transaction; DuckDB errors become StoreUnavailable."""
+    """Statement helpers bound to the open transaction; driver errors are mapped by the store.
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+    It also carries the chain heads as this transaction sees them: the committed ones plus
+    what it appended (journal.append / audit.append report their new heads here).
+    """
+
+    def __init__(
+        self, database: Database, connection: duckdb.DuckDBPyConnection, heads: ChainHeads
+    ) -> None:
+        self._database = database
         self._connection = connection
+        self._committed_heads = heads
+        self._audit_head: Head | None = None
+        self._journal_heads: dict[str, Head] = {}
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
+
+    def audit_head(self) -> Head:
+        """(sequence, entry hash) of the last audit entry, this transaction's included."""
+        return self._committed_heads.audit if self._audit_head is None else self._audit_head
+
+    def journal_head(self, scope_ref: str) -> Head:
+        """(cursor, event hash) of the scope's last event, this transaction's included."""
+        pending = self._journal_heads.get(scope_ref)
+        return self._committed_heads.journal_head(scope_ref) if pending is None else pending
+
+    def moved_audit_head(self, head: Head) -> None:
+        self._audit_head = head
+
+    def moved_journal_head(self, scope_ref: str, head: Head) -> None:
+        self._journal_heads[scope_ref] = head
+
+    def moved_heads(self) -> tuple[Head | None, dict[str, Head]]:
+        return self._audit_head, dict(self._journal_heads)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self.wrote = True
         try:
             self._connection.execute(sql, list(params))
         except duckdb.Error as exc:
-            raise StoreUnavailable("statement failed") from exc
+            raise self._database.driver_failure(exc, "statement failed") from exc
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
@@ -208,68 +380,31 @@ class Transaction:
         try:
             self._connection.executemany(sql, [list(row) for row in rows])
         except duckdb.Error as exc:
-            raise StoreUnavailable("statement failed") from exc
+            raise self._database.driver_failure(exc, "statement failed") from exc
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         try:
             return self._connection.execute(sql, list(params)).fetchall()
         except duckdb.Error as exc:
-            raise StoreUnavailable("query failed") from exc
+            raise self._database.driver_failure(exc, "query failed") from exc
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         try:
             return self._connection.execute(sql, list(params)).fetchone()
         except duckdb.Error as exc:
-            raise StoreUnavailable("query failed") from exc
+            raise self._database.driver_failure(exc, "query failed") from exc
 
+    def count_rows(self, sql: str, batch: int = 4096) -> int:
+        """Run a query and read every row of its result in batches; return how many.
 
-COMPACT_SUFFIX = ".compacting"
-RETIRED_SUFFIX = ".retired"
-
-
-def compact_store(database: Database) -> tuple[int, int]:
-    """The body of `Database.compact` (the caller holds the database lock)."""
-    path = database.path
-    fresh = path.with_name(path.name + COMPACT_SUFFIX)
-    retired = path.with_name(path.name + RETIRED_SUFFIX)
-    for leftover in (fresh, retired, fresh.with_name(fresh.name + ".wal")):
-        if not shred(leftover):
-            raise StoreUnavailable("cannot remove a leftover of an earlier compaction")
-    before = path.stat().st_size
-    connection = database._connection
-    try:
-        connection.execute("CHECKPOINT")
-        row = connection.execute("SELECT current_database()").fetchone()
-        source = str(row[0]) if row else ""
-        target = str(fresh).replace("'", "''")
-        connection.execute(f"ATTACH '{target}' AS engram_compacted")
-        connection.execute(f'COPY FROM DATABASE "{source}" TO engram_compacted')
-        connection.execute("DETACH engram_compacted")
-    except duckdb.Error as exc:
-        with suppress(duckdb.Error):
-            connection.execute("DETACH DATABASE IF EXISTS engram_compacted")
-        shred(fresh)
-        raise StoreUnavailable("compaction copy failed") from exc
-    try:
-        connection.close()
-        _fsync(fresh)
-        # Keep the old inode reachable under another name so it can be overwritten once
-        # the new file is in place; the rename itself is atomic.
-        os.link(path, retired)
-        os.replace(fresh, path)
-        fsync_directory(path.parent)
-    except (duckdb.Error, OSError) as exc:
-        database._reconnect()
-        raise StoreUnavailable("compaction swap failed") from exc
-    database._reconnect()
-    if not shred(retired):
-        raise StoreUnavailable("the old store file could not be shredded")
-    return before, path.stat().st_size
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        Raises:
+            StoreCorrupt / StoreUnavailable: as for every statement.
+        """
+        rows = 0
+        try:
+            result = self._connection.execute(sql)
+            while chunk := result.fetchmany(batch):
+                rows += len(chunk)
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "query failed") from exc
+        return rows

@@ -45,9 +45,11 @@ def _intent_digest(body: Mapping[str, JsonValue]) -> str:
 
 
 def head(tx: Transaction, scope_ref: str) -> tuple[int, str]:
-    """(high-water cursor, its hash); (0, zero hash) for an empty journal."""
-    row = tx.fetchone(_Q["head"], [scope_ref])
-    return (0, ZERO_DIGEST) if row is None else (int(row[0]), str(row[1]))
+    """(high-water cursor, its hash); (0, zero hash) for an empty journal.
+
+    Served from the writer's head cache (store/heads.py), not by a query.
+    """
+    return tx.journal_head(scope_ref)
 
 
 def append(
@@ -95,6 +97,7 @@ def append(
             _intent_digest(body),
         ],
     )
+    tx.moved_journal_head(scope_ref, (cursor + 1, event_hash))
     return JournalEvent(cursor + 1, event_id, event_hash, body)
 
 

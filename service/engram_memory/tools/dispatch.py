@@ -140,7 +140,10 @@ class MemoryService:
         committed = ctx.audited and outcome == "ok"
         if not self._audit_outcome(ctx, outcome, detail):
             # No audit entry, no answer: an unaudited success must not reach the agent.
-            return failure_envelope(ErrorCode.STORE_UNAVAILABLE, invocation.audit_id)
+            # A damaged store file is not retriable (store/database.py fail-stop).
+            damaged = self.services.database.damaged
+            code = ErrorCode.JOURNAL_CORRUPT if damaged else ErrorCode.STORE_UNAVAILABLE
+            return failure_envelope(code, invocation.audit_id)
         if committed and self.services.settings.failpoints.drop_response_after_commit(request.tool):
             # Test-only (UnsafeFailpoints): the commit stands, the answer is "lost".
             return failure_envelope(ErrorCode.MUTATION_OUTCOME_UNKNOWN, invocation.audit_id)

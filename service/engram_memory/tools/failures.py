@@ -10,11 +10,13 @@ from __future__ import annotations
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import SealBroken
-from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable
+from engram_memory.store.database import CommitOutcomeUnknown, StoreCorrupt, StoreUnavailable
 from engram_memory.store.journal import JournalCorrupt, JournalIntentConflict
 
-# First match wins: CommitOutcomeUnknown is a StoreUnavailable, and must stay "unknown".
+# First match wins: StoreCorrupt and CommitOutcomeUnknown are StoreUnavailable, and must stay
+# "damaged" (never retriable: SPEC's non-retriable store-integrity code) and "unknown".
 _KNOWN_FAILURES: tuple[tuple[type[Exception], ErrorCode, str], ...] = (
+    (StoreCorrupt, ErrorCode.JOURNAL_CORRUPT, "store file damaged"),
     (JournalIntentConflict, ErrorCode.DIGEST_CONFLICT, "journal intent conflict"),
     (JournalCorrupt, ErrorCode.JOURNAL_CORRUPT, "journal corrupt"),
     (SealBroken, ErrorCode.BLOB_MISSING, "sealed body does not open"),

@@ -1,0 +1,67 @@
+"""Store compaction: copy the live rows into a fresh file, swap it in, shred the old one.
+
+DuckDB leaves deleted rows' bytes in freed blocks; only a copy leaves them behind. The swap
+is crash-safe: the store file is at every moment either the old or the complete new one.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from engram_memory.durable_files import fsync_directory, shred
+from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
+
+if TYPE_CHECKING:
+    from engram_memory.store.database import Database
+
+
+def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """The body of `Database.compact` (the caller holds the database lock)."""
+    path = database.path
+    fresh = path.with_name(path.name + COMPACT_SUFFIX)
+    retired = path.with_name(path.name + RETIRED_SUFFIX)
+    for leftover in (fresh, retired, fresh.with_name(fresh.name + ".wal")):
+        if not shred(leftover):
+            raise StoreUnavailable("cannot remove a leftover of an earlier compaction")
+    before = path.stat().st_size
+    try:
+        connection.execute("CHECKPOINT")
+        row = connection.execute("SELECT current_database()").fetchone()
+        source = str(row[0]) if row else ""
+        target = str(fresh).replace("'", "''")
+        connection.execute(f"ATTACH '{target}' AS engram_compacted")
+        connection.execute(f'COPY FROM DATABASE "{source}" TO engram_compacted')
+        connection.execute("DETACH engram_compacted")
+    except duckdb.Error as exc:
+        with suppress(duckdb.Error):
+            connection.execute("DETACH DATABASE IF EXISTS engram_compacted")
+        shred(fresh)
+        raise database.driver_failure(exc, "compaction copy failed") from exc
+    try:
+        connection.close()
+        _fsync(fresh)
+        # Keep the old inode reachable under another name so it can be overwritten once
+        # the new file is in place; the rename itself is atomic.
+        os.link(path, retired)
+        os.replace(fresh, path)
+        fsync_directory(path.parent)
+    except (duckdb.Error, OSError) as exc:
+        database._reconnect()
+        raise StoreUnavailable("compaction swap failed") from exc
+    database._reconnect()
+    if not shred(retired):
+        raise StoreUnavailable("the old store file could not be shredded")
+    return before, path.stat().st_size
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
