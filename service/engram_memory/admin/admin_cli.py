@@ -82,6 +82,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     commands.add_parser(
         "compact", help="rewrite the store file without deleted rows' residue; shred the old"
     )
+    accept_loss = commands.add_parser(
+        "accept-loss",
+        help="serve a store that lost acknowledged writes again; audit the loss (README)",
+    )
+    accept_loss.add_argument("--reason", required=True, help="reason reference, e.g. reason:x")
     backup = commands.add_parser("backup", help="write an encrypted, verifiable archive")
     backup.add_argument("--out", required=True, help="archive file to create")
     restore_cmd = commands.add_parser("restore", help="verify an archive; restore it to --to")
@@ -116,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
             if running is not None:
                 output = running
             else:
-                with open_service(config) as service:
+                # Only accept-loss may open a store that is behind its head anchor.
+                tolerate = args.admin_command == "accept-loss"
+                with open_service(config, tolerate_loss=tolerate) as service:
                     output = execute(service.services, command, _progress)
     except ToolError as error:
         print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)

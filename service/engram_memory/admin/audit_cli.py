@@ -1,20 +1,41 @@
-"""`engram-memory audit verify`: re-check the journal chains, the audit chain and every receipt.
+"""`engram-memory audit verify`: re-check the chains, every receipt, every row, the anchor.
 
 Auditors run it on a stopped service's data directory or on a checkpointed copy; DuckDB admits
-one writer per file, so it never opens the live file of a running service.
+one writer per file, so it never opens the live file of a running service. It reads every row
+of every table (a damaged block fails it) and compares the store with its head anchor (a lost
+WAL or a removed tail fails it); with the root key (`--root-key` or ENGRAM_ROOT_KEY) the
+anchor's MAC is checked too. The result is one line on stdout; the exit code is 0 when
+everything verified, 1 for a broken chain or receipt, 3 for a store behind its anchor, 4 for
+a damaged store file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.digests import principal_ref
+from engram_memory.contract.errors import (
+    ConfigurationError,
+    StoreBehindAnchor,
+    StoreDamaged,
+    StoreRefusal,
+)
+from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
-from engram_memory.store.database import Database
+from engram_memory.store.anchors import ANCHOR_FILE, AnchorFile, find_loss
+from engram_memory.store.audit import AuditChainBroken
+from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed
+from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.export import export_tables
+from engram_memory.store.integrity import read_every_row
+from engram_memory.store.journal import JournalCorrupt
+
+EXIT_CHAIN_BROKEN = 1
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -22,6 +43,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     audit_sub = parser.add_subparsers(dest="audit_command", required=True)
     verify = audit_sub.add_parser("verify", help="verify journal + audit chains and receipts")
     verify.add_argument("--data-dir", default=".engram")
+    verify.add_argument(
+        "--root-key", help="ENGRAM_ROOT_KEY: also check the head anchor's MAC (optional)"
+    )
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
@@ -31,20 +55,95 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return parser
 
 
+@dataclass(frozen=True)
+class Verified:
+    """What `audit verify` checked."""
+
+    events: int
+    entries: int
+    receipts: int
+    tables: int
+    rows: int
+    anchor: str  # "checked", "checked (MAC not checked: no root key)", or "not checked"
+
+
 def verify_data_dir(data_dir: Path) -> tuple[int, int, int]:
-    """Returns (journal events, audit entries, receipts) verified.
+    """Returns (journal events, audit entries, receipts) verified (no anchor comparison:
+    restore verifies a staged copy that has no anchor yet).
 
     Raises:
         JournalCorrupt / AuditChainBroken: the first defect found.
+        StoreCorrupt: a block failed its checksum.
+    """
+    verified = verify_store(data_dir, None)
+    return verified.events, verified.entries, verified.receipts
+
+
+def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
+    """Verify every chain and receipt, read every row, and compare with `anchor` if given.
+
+    Raises:
+        JournalCorrupt / AuditChainBroken: the first defect found.
+        StoreCorrupt: a block failed its checksum.
+        StoreOpenFailed: the store file cannot be opened.
+        StoreBehindAnchor: the store lacks what its anchor recorded.
     """
     database = Database.open(data_dir, read_only=True)
     try:
         with database.transaction() as tx:
+            tables, rows = read_every_row(tx)
             events = sum(journal.verify_scope(tx, scope) for scope in journal.scopes(tx))
             entries, receipts = audit.verify(tx)
+        loss = None if anchor is None else find_loss(database, anchor)
     finally:
         database.close()
-    return events, entries, receipts
+    if loss is not None:
+        raise StoreBehindAnchor(f"store is behind its head anchor: {loss.summary()}")
+    checked = "not checked"
+    if anchor is not None:
+        checked = "checked" if anchor.authenticated else "checked (MAC not checked: no root key)"
+    return Verified(events, entries, receipts, tables, rows, checked)
+
+
+def _anchor_for(data_dir: Path, root_key: str | None) -> AnchorFile:
+    """The data directory's anchor file, authenticated when a root key file is named.
+
+    Raises:
+        ConfigurationError: the named root key file is unusable.
+    """
+    key_path = root_key or os.environ.get("ENGRAM_ROOT_KEY")
+    key = None if not key_path else RootKey.load(Path(key_path)).head_anchor_key()
+    return AnchorFile(data_dir / ANCHOR_FILE, key)
+
+
+def _verify_command(args: argparse.Namespace) -> int:
+    """`audit verify`: the result on stdout, one line; diagnostics stay on stderr."""
+    data_dir = Path(args.data_dir)
+    try:
+        verified = verify_store(data_dir, _anchor_for(data_dir, args.root_key))
+    except (JournalCorrupt, AuditChainBroken) as exc:
+        print(f"FAILED: {type(exc).__name__}: {exc}")
+        return EXIT_CHAIN_BROKEN
+    except StoreCorrupt:
+        print(f"FAILED: {StoreDamaged(f'store file in {data_dir} is damaged')}")
+        return StoreDamaged.exit_code
+    except StoreOpenFailed as exc:
+        refusal: StoreRefusal | ConfigurationError = (
+            StoreDamaged(exc.line)
+            if exc.failure is OpenFailure.DAMAGED
+            else ConfigurationError(exc.line)
+        )
+        print(f"FAILED: {refusal}")
+        return refusal.exit_code if isinstance(refusal, StoreRefusal) else 2
+    except StoreBehindAnchor as exc:
+        print(f"FAILED: {exc}")
+        return exc.exit_code
+    print(
+        f"ok: {verified.events} journal events, {verified.entries} audit entries, "
+        f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
+        f"tables verified; head anchor {verified.anchor}"
+    )
+    return 0
 
 
 def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
@@ -69,10 +168,4 @@ def run(args: argparse.Namespace) -> int:
     if args.audit_command == "export":
         export_data_dir(Path(args.data_dir), Path(args.out))
         return 0
-    events, entries, receipts = verify_data_dir(Path(args.data_dir))
-    print(
-        f"ok: {events} journal events, {entries} audit entries, "
-        f"{receipts} decision receipts verified",
-        file=sys.stderr,
-    )
-    return 0
+    return _verify_command(args)

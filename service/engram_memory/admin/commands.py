@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engram_memory.admin.backup import BackupService
 from engram_memory.admin.compaction import CompactionService
+from engram_memory.admin.loss import LossService
 from engram_memory.admin.maintenance import (
     RECORD_OPERATIONS,
     MaintenanceService,
@@ -41,6 +42,7 @@ OPERANDS: Mapping[str, Mapping[str, type]] = {
     "rotate-root-key": {"new_root_key": str},
     "backup": {"out": str},
     "compact": {},
+    "accept-loss": {"reason": str},
 }
 # Files named by these operands are opened by whichever process executes the command, so
 # they travel as absolute paths.
@@ -130,6 +132,8 @@ def execute(services: Services, command: AdminCommand, progress: Progress) -> di
         return RotationService(services).rotate_root_key(who, new_root, progress)
     if name == "compact":
         return CompactionService(services).compact(who, progress)
+    if name == "accept-loss":
+        return LossService(services).accept_loss(who, command.text("reason"), progress)
     if name == "backup":
         return BackupService(services).backup(who, Path(command.text("out")), progress)
     if name == "history":

@@ -46,6 +46,7 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.receipts import Decision
 from engram_memory.store import inventory
+from engram_memory.store.anchors import anchor_afresh
 from engram_memory.store.audit import AuditChainBroken
 from engram_memory.store.database import (
     SCHEMA_VERSION,
@@ -257,6 +258,7 @@ def _audit_restore(
         ctx.decisions.extend(decisions)
         with database.transaction() as tx:
             steps.write_audit(tx, ctx, "ok", f"backup_created_at={manifest['created_at']} restored")
+        anchor_afresh(database, staging, request.root.head_anchor_key())
         database.checkpoint()
     finally:
         database.close()

@@ -84,6 +84,10 @@ class AnchorFile:
         self.path = path
         self._key = key
 
+    @property
+    def authenticated(self) -> bool:
+        return self._key is not None
+
     def _mac(self, body: dict[str, JsonValue]) -> str:
         assert self._key is not None
         return hmac.new(self._key, canonical_json(body), hashlib.sha256).hexdigest()
@@ -277,3 +281,13 @@ def open_anchor(
     if loss is None:
         anchor.establish()
     return anchor
+
+
+def anchor_afresh(database: Database, data_dir: Path, key: bytes) -> None:
+    """Anchor a store at its own heads without comparing (a store restored from a verified
+    backup: its anchor starts over with it).
+
+    Raises:
+        StoreUnavailable: the anchor file or the marker could not be written.
+    """
+    HeadAnchor(database, AnchorFile(data_dir / ANCHOR_FILE, key), None).establish()
