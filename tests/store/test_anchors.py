@@ -95,9 +95,14 @@ def test_a_rolled_back_transaction_leaves_the_cached_heads_and_the_anchor_alone(
     open_anchor(database, tmp_path, KEY)
     _write(database, SCOPE_A)
     before = database.heads()
-    with pytest.raises(RuntimeError), database.transaction() as tx:
-        audit.append(tx, _record(9))
-        raise RuntimeError("the call fails after its audit append")
+
+    def failing_call() -> None:
+        with database.transaction() as tx:
+            audit.append(tx, _record(9))
+            raise RuntimeError("the call fails after its audit append")
+
+    with pytest.raises(RuntimeError):
+        failing_call()
     assert database.heads() == before
     assert _anchored(tmp_path) == before[1]
     _write(database, SCOPE_A)  # the next entry takes the sequence the rolled back one had
@@ -179,7 +184,8 @@ def test_a_scope_that_vanished_is_a_loss(database: Database, tmp_path: Path) -> 
     with database.transaction() as tx:
         tx.execute("DELETE FROM journal_events WHERE scope_ref = ?", [SCOPE_B])
     loss = find_loss(_reopen(database, tmp_path), AnchorFile(tmp_path / ANCHOR_FILE, KEY))
-    assert loss is not None and len(loss.problems) == 1
+    assert loss is not None
+    assert len(loss.problems) == 1
 
 
 def test_a_store_ahead_of_its_anchor_is_not_a_loss_and_is_anchored_again(
@@ -213,16 +219,15 @@ def test_a_store_that_predates_anchors_is_anchored_at_its_first_start(
     assert _anchored(tmp_path).audit[0] == 2
 
 
-def test_accepting_a_loss_re_anchors_at_the_store_heads(
-    database: Database, tmp_path: Path
-) -> None:
+def test_accepting_a_loss_re_anchors_at_the_store_heads(database: Database, tmp_path: Path) -> None:
     open_anchor(database, tmp_path, KEY)
     _write(database, SCOPE_A, 3)
     with database.transaction() as tx:
         tx.execute("DELETE FROM audit_entries WHERE sequence = 3")
     database = _reopen(database, tmp_path)
     anchor = open_anchor(database, tmp_path, KEY, tolerate_loss=True)
-    assert isinstance(anchor, HeadAnchor) and anchor.loss is not None
+    assert isinstance(anchor, HeadAnchor)
+    assert anchor.loss is not None
     _write(database, SCOPE_B)  # not anchored while the loss is pending
     assert _anchored(tmp_path).audit[0] == 3
     assert anchor.accept_loss() is not None
