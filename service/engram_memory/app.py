@@ -27,6 +27,7 @@ from engram_memory.store.database import (
     StoreVersionSkew,
 )
 from engram_memory.store.driver_errors import OpenFailure
+from engram_memory.store.integrity import read_every_row
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services, ServiceSettings
 
@@ -50,7 +51,7 @@ def open_store(
     """
     where = config.data_dir
     try:
-        database = Database.open(where)
+        database = Database.open(where, announce_damage=False)
     except StoreVersionSkew as exc:
         raise ConfigurationError(f"store in {where}: {exc}") from exc
     except StoreOpenFailed as exc:
@@ -64,17 +65,22 @@ def open_store(
     except StoreUnavailable as exc:
         raise ConfigurationError(f"store in {where} cannot be opened") from exc
     try:
+        # One sequential read of every row: a damaged block is found now, not by a later
+        # call that would then fail (store/integrity.py).
+        with database.transaction() as tx:
+            read_every_row(tx)
         open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
+        database.announce_damage = True  # serving from here: damage is logged once
     except StoreCorrupt as exc:
-        database.close()
+        database.close(checkpoint=False)
         raise StoreDamaged(
             f"store file in {where} is damaged (a block failed its checksum)"
         ) from exc
     except StoreUnavailable as exc:
-        database.close()
+        database.close(checkpoint=False)
         raise ConfigurationError(f"head anchor in {where} cannot be written") from exc
     except BaseException:
-        database.close()
+        database.close(checkpoint=False)
         raise
     return database
 

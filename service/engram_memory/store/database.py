@@ -110,8 +110,12 @@ _HEADS = load_queries("engram_memory.store.sql", "heads.sql")
 class Database:
     """The single DuckDB connection of this process."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, path: Path) -> None:
+    def __init__(
+        self, connection: duckdb.DuckDBPyConnection, path: Path, *, announce_damage: bool = True
+    ) -> None:
         self._connection = connection
+        # False while startup checks run: their refusal is the one line the operator sees.
+        self.announce_damage = announce_damage
         self.path = path
         self._lock = threading.RLock()
         # Per worker thread: how many writing transactions this thread committed. A call runs
@@ -151,8 +155,7 @@ class Database:
         """
         kind = classify(exc)
         if kind is DriverFailure.DAMAGED:
-            if not self._damaged:
-                self._damaged = True
+            if not self._damaged and self.announce_damage:
                 log.error(
                     "store file %s is damaged (%s); the store is stopped: no further reads or "
                     "writes in this process; run `engram-memory audit verify`, restore from a "
@@ -160,6 +163,7 @@ class Database:
                     self.path,
                     what,
                 )
+            self._damaged = True
             return StoreCorrupt(f"{what}: store file damaged")
         if kind is DriverFailure.NO_SPACE:
             return StoreUnavailable(f"{what}: no space left")
@@ -175,7 +179,9 @@ class Database:
         )
 
     @classmethod
-    def open(cls, data_dir: Path, *, read_only: bool = False) -> Database:
+    def open(
+        cls, data_dir: Path, *, read_only: bool = False, announce_damage: bool = True
+    ) -> Database:
         """Open (creating and migrating if needed) the store in `data_dir`.
 
         Raises:
@@ -194,7 +200,7 @@ class Database:
         except (duckdb.Error, OSError) as exc:
             failure, holder = diagnose_open(exc)
             raise StoreOpenFailed(failure, describe_open_failure(path, failure, holder)) from exc
-        database = cls(connection, path)
+        database = cls(connection, path, announce_damage=announce_damage)
         try:
             if not read_only:
                 database._migrate()
@@ -206,8 +212,12 @@ class Database:
             raise
         return database
 
-    def close(self) -> None:
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Close the connection; without `checkpoint`, leave the file and its WAL as found
+        (a store that is refused must stay as it was, for the operator to inspect)."""
         with self._lock, suppress(duckdb.Error):
+            if not checkpoint:
+                self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
             self._connection.close()
 
     def _migrate(self) -> None:
