@@ -4,14 +4,19 @@ killed; the store is then damaged on disk and the next start, `audit verify` and
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import demo_capture_arguments
@@ -163,3 +168,40 @@ async def serve_one_capture(store: Acknowledged, text: str) -> dict[str, Any]:
         async with connect(url, store.signer, ALICE) as host:
             arguments = demo_capture_arguments(text, f"after-{uuid.uuid4().hex}")
             return capture_value(await host.call(CAPTURE, arguments))
+
+
+@contextmanager
+def small_tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `mount_point` (root only); the test is skipped with the
+    reason when mounting is not permitted here."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def fill_leaving(filler: Path, free_bytes: int) -> None:
+    """Fill the file system of `filler` until ENOSPC, then give back `free_bytes`."""
+    chunk = b"\0" * (1 << 16)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            try:
+                if os.write(fd, chunk) == 0:
+                    break
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - free_bytes))
