@@ -13,7 +13,6 @@ import pytest
 from engram_memory.contract.errors import StoreBehindAnchor
 from engram_memory.store import audit, journal
 from engram_memory.store.anchors import (
-    ANCHOR_FILE,
     AnchorFile,
     AnchorInvalid,
     HeadAnchor,
@@ -66,7 +65,7 @@ def _write(db: Database, scope: str, n: int = 1) -> None:
 
 
 def _anchored(tmp_path: Path) -> ChainHeads:
-    heads = AnchorFile(tmp_path / ANCHOR_FILE, KEY).read()
+    heads = AnchorFile(tmp_path, KEY).read()
     assert heads is not None
     return heads
 
@@ -109,29 +108,49 @@ def test_a_rolled_back_transaction_leaves_the_cached_heads_and_the_anchor_alone(
     assert database.heads()[1].audit[0] == 2
 
 
+def _slot_bytes(tmp_path: Path) -> list[bytes]:
+    return [slot.read_bytes() for slot in AnchorFile(tmp_path, KEY).slots if slot.exists()]
+
+
 def test_a_commit_already_covered_by_a_later_anchor_write_writes_nothing(
     database: Database, tmp_path: Path
 ) -> None:
     anchor = open_anchor(database, tmp_path, KEY)
     _write(database, SCOPE_A, 2)
-    written = (tmp_path / ANCHOR_FILE).stat().st_ino
+    written = _slot_bytes(tmp_path)
     anchor.cover(1)  # generation 1 was covered by the write of generation 2
-    assert (tmp_path / ANCHOR_FILE).stat().st_ino == written
+    assert _slot_bytes(tmp_path) == written
 
 
-def test_a_changed_byte_in_the_anchor_file_fails_its_mac(
+def _tamper(slot: Path) -> None:
+    document = json.loads(slot.read_text())
+    document["heads"]["audit"]["entry_hash"] = "sha256:" + "f" * 64  # forge the head
+    slot.write_text(json.dumps(document))
+
+
+def test_a_changed_byte_in_both_anchor_slots_fails_their_mac(
     database: Database, tmp_path: Path
 ) -> None:
     open_anchor(database, tmp_path, KEY)
     _write(database, SCOPE_A)
-    path = tmp_path / ANCHOR_FILE
-    document = json.loads(path.read_text())
-    document["heads"]["audit"]["sequence"] = 0  # hide the tail
-    path.write_text(json.dumps(document))
+    for slot in AnchorFile(tmp_path, KEY).slots:
+        _tamper(slot)
     with pytest.raises(AnchorInvalid):
-        AnchorFile(path, KEY).read()
+        AnchorFile(tmp_path, KEY).read()
     with pytest.raises(StoreBehindAnchor):
         open_anchor(_reopen(database, tmp_path), tmp_path, KEY)
+
+
+def test_a_torn_newest_slot_leaves_the_previous_advance_in_force(
+    database: Database, tmp_path: Path
+) -> None:
+    open_anchor(database, tmp_path, KEY)
+    _write(database, SCOPE_A)
+    previous = _anchored(tmp_path)
+    _write(database, SCOPE_A)
+    newest = max(AnchorFile(tmp_path, KEY).slots, key=lambda slot: slot.stat().st_mtime_ns)
+    newest.write_bytes(newest.read_bytes()[:50])  # a crash in the middle of the write
+    assert _anchored(tmp_path) == previous
 
 
 def test_an_anchor_made_under_another_root_key_does_not_verify(
@@ -139,8 +158,8 @@ def test_an_anchor_made_under_another_root_key_does_not_verify(
 ) -> None:
     open_anchor(database, tmp_path, KEY)
     with pytest.raises(AnchorInvalid):
-        AnchorFile(tmp_path / ANCHOR_FILE, secrets.token_bytes(32)).read()
-    assert AnchorFile(tmp_path / ANCHOR_FILE, None).read() is not None  # auditors without it
+        AnchorFile(tmp_path, secrets.token_bytes(32)).read()
+    assert AnchorFile(tmp_path, None).read() is not None  # auditors without it
 
 
 def test_heads_that_moved_backwards_are_reported_as_regressions() -> None:
@@ -159,7 +178,7 @@ def test_a_store_missing_its_audit_and_journal_tail_is_behind_its_anchor(
         tx.execute("DELETE FROM journal_events WHERE cursor = 3")
         tx.execute("DELETE FROM audit_entries WHERE sequence = 3")
     database = _reopen(database, tmp_path)
-    loss = find_loss(database, AnchorFile(tmp_path / ANCHOR_FILE, KEY))
+    loss = find_loss(database, AnchorFile(tmp_path, KEY))
     assert loss is not None
     assert len(loss.problems) == 2
     with pytest.raises(StoreBehindAnchor):
@@ -183,7 +202,7 @@ def test_a_scope_that_vanished_is_a_loss(database: Database, tmp_path: Path) -> 
     _write(database, SCOPE_B)
     with database.transaction() as tx:
         tx.execute("DELETE FROM journal_events WHERE scope_ref = ?", [SCOPE_B])
-    loss = find_loss(_reopen(database, tmp_path), AnchorFile(tmp_path / ANCHOR_FILE, KEY))
+    loss = find_loss(_reopen(database, tmp_path), AnchorFile(tmp_path, KEY))
     assert loss is not None
     assert len(loss.problems) == 1
 
@@ -206,7 +225,8 @@ def test_a_missing_anchor_file_is_a_loss_once_the_store_was_anchored(
 ) -> None:
     open_anchor(database, tmp_path, KEY)
     _write(database, SCOPE_A)
-    (tmp_path / ANCHOR_FILE).unlink()
+    for slot in AnchorFile(tmp_path, KEY).slots:
+        slot.unlink(missing_ok=True)
     with pytest.raises(StoreBehindAnchor):
         open_anchor(_reopen(database, tmp_path), tmp_path, KEY)
 

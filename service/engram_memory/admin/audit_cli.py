@@ -27,7 +27,7 @@ from engram_memory.contract.errors import (
 )
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
-from engram_memory.store.anchors import ANCHOR_FILE, AnchorFile, find_loss
+from engram_memory.store.anchors import AnchorFile, find_loss
 from engram_memory.store.audit import AuditChainBroken
 from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
@@ -106,14 +106,14 @@ def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
 
 
 def _anchor_for(data_dir: Path, root_key: str | None) -> AnchorFile:
-    """The data directory's anchor file, authenticated when a root key file is named.
+    """The data directory's anchor, authenticated when a root key file is named.
 
     Raises:
         ConfigurationError: the named root key file is unusable.
     """
     key_path = root_key or os.environ.get("ENGRAM_ROOT_KEY")
     key = None if not key_path else RootKey.load(Path(key_path)).head_anchor_key()
-    return AnchorFile(data_dir / ANCHOR_FILE, key)
+    return AnchorFile(data_dir, key)
 
 
 def _verify_command(args: argparse.Namespace) -> int:

@@ -2,9 +2,10 @@
 
 DuckDB keeps recent commits in its WAL; a WAL truncated or deleted while the service was
 stopped, or rows removed from the file, leave a store that opens cleanly but is behind what it
-acknowledged, and would re-execute idempotency keys as new. The anchor file
-`<data>/anchor.json` records the audit head (sequence, entry hash) and every scope's journal
-head (cursor, event hash), MACed with a key derived from the root key ring. It advances
+acknowledged, and would re-execute idempotency keys as new. The anchor (two slot files,
+`<data>/anchor.a.json` and `<data>/anchor.b.json`, see `AnchorFile`) records the audit head
+(sequence, entry hash) and every scope's journal head (cursor, event hash), MACed with a key
+derived from the root key ring. It advances
 after every COMMIT that moved a head and before that transaction returns, so every answer a
 caller received is covered; one write can cover several commits made meanwhile.
 
@@ -14,7 +15,7 @@ fall between COMMIT and the anchor write). A store behind its anchor is refused
 (`StoreBehindAnchor`, exit 3) until it is restored from a backup or an operator accepts the
 loss (`admin accept-loss`), which re-anchors at the store's heads and audits what was lost.
 
-A missing anchor file is a loss once the store has been anchored (a marker row in the store
+A missing anchor is a loss once the store has been anchored (a marker row in the store
 says so); before that (a new store, or one that predates anchors) it is created.
 """
 
@@ -27,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,20 +44,21 @@ from engram_memory.store.database import (
 )
 from engram_memory.store.heads import ChainHeads
 
-ANCHOR_FILE = "anchor.json"
+ANCHOR_STEM = "anchor"  # <data>/anchor.a.json and <data>/anchor.b.json
+_PAGE = 4096
 _FORMAT = "engram-head-anchor-v1"
 _Q = load_queries("engram_memory.store.sql", "anchors.sql")
 log = logging.getLogger("engram_memory.store")
 
 
 class AnchorInvalid(EngramError):
-    """The anchor file is malformed or its MAC does not verify (tampered, or another root)."""
+    """No anchor slot is intact and authentic (tampered, or made under another root)."""
 
 
 @dataclass(frozen=True)
 class Loss:
     """How the store differs from its anchor. `anchored` is None when there is no usable
-    anchor file (missing on an anchored store, or not authentic)."""
+    anchor (missing on an anchored store, or not authentic)."""
 
     anchored: ChainHeads | None
     actual: ChainHeads
@@ -77,66 +80,114 @@ class Loss:
 
 
 class AnchorFile:
-    """The MACed anchor file; `key` None reads without authenticating (auditors without
-    the root key) and cannot write."""
+    """The anchor: two MACed slot files, `anchor.a.json` and `anchor.b.json`, written in turn.
 
-    def __init__(self, path: Path, key: bytes | None) -> None:
-        self.path = path
+    Each write overwrites the older slot in place and flushes it with one fdatasync: no
+    rename and no directory flush per commit, and no new blocks once a slot exists, so a full
+    disk cannot stop an advance. A write torn by a crash leaves that slot unreadable and the
+    other one (the previous advance, which covers every call answered before) in force;
+    reading takes the valid slot with the highest serial. `key` None reads without
+    authenticating (auditors without the root key) and cannot write.
+    """
+
+    def __init__(self, data_dir: Path, key: bytes | None) -> None:
+        self.slots = tuple(data_dir / f"{ANCHOR_STEM}.{name}.json" for name in ("a", "b"))
         self._key = key
+        self._serial = 0
+        self._next_slot: int | None = None  # unknown until the slots were read
 
     @property
     def authenticated(self) -> bool:
         return self._key is not None
 
+    @property
+    def where(self) -> str:
+        return str(self.slots[0].with_name(f"{ANCHOR_STEM}.{{a,b}}.json"))
+
     def _mac(self, body: dict[str, JsonValue]) -> str:
         assert self._key is not None
         return hmac.new(self._key, canonical_json(body), hashlib.sha256).hexdigest()
 
+    def _decode(self, raw: bytes) -> tuple[int, ChainHeads]:
+        """Raises: ValueError: malformed, or (with a key) its MAC does not verify."""
+        document = json.loads(raw.decode("utf-8"))
+        if not isinstance(document, dict) or set(document) != {"format", "serial", "heads", "mac"}:
+            raise ValueError("shape")
+        body: dict[str, JsonValue] = {k: document[k] for k in ("format", "serial", "heads")}
+        serial = body["serial"]
+        if body["format"] != _FORMAT or not isinstance(serial, int) or isinstance(serial, bool):
+            raise ValueError("format")
+        if self._key is not None and not hmac.compare_digest(str(document["mac"]), self._mac(body)):
+            raise ValueError("MAC")
+        return serial, ChainHeads.from_json(body["heads"])
+
     def read(self) -> ChainHeads | None:
-        """The anchored heads, or None when there is no anchor file.
+        """The anchored heads, or None when there is no slot file at all.
 
         Raises:
-            AnchorInvalid: unreadable, malformed, or (with a key) its MAC does not verify.
+            AnchorInvalid: slot files exist but none is readable, well-formed and (with a
+                key) authentic.
         """
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        found: list[tuple[int, int, ChainHeads]] = []
+        present = False
+        for index, slot in enumerate(self.slots):
+            try:
+                raw = slot.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                present = True
+                continue
+            present = True
+            try:
+                serial, heads = self._decode(raw)
+            except (ValueError, UnicodeDecodeError):
+                continue  # torn by a crash, or altered: the other slot decides
+            found.append((serial, index, heads))
+        self._next_slot = 0
+        if not present:
             return None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise AnchorInvalid("anchor file cannot be read") from exc
-        try:
-            document = json.loads(text)
-            if not isinstance(document, dict) or set(document) != {"format", "heads", "mac"}:
-                raise ValueError("shape")
-            body: dict[str, JsonValue] = {"format": document["format"], "heads": document["heads"]}
-            if body["format"] != _FORMAT:
-                raise ValueError("format")
-            heads = ChainHeads.from_json(document["heads"])
-        except ValueError as exc:
-            raise AnchorInvalid("anchor file is malformed") from exc
-        if self._key is not None and not hmac.compare_digest(str(document["mac"]), self._mac(body)):
-            raise AnchorInvalid("anchor file MAC does not verify")
+        if not found:
+            raise AnchorInvalid("no anchor slot is intact and authentic")
+        serial, index, heads = max(found, key=lambda item: item[0])
+        self._serial, self._next_slot = serial, 1 - index
         return heads
 
     def write(self, heads: ChainHeads) -> None:
-        """Replace the file atomically and durably (temp file, fsync, rename, dir fsync).
+        """Overwrite the older slot with `heads` and flush it.
 
         Raises:
-            OSError: the file system refused (the previous anchor stays in place).
+            OSError: the file system refused (the newer slot stays in force).
         """
-        body: dict[str, JsonValue] = {"format": _FORMAT, "heads": heads.as_json()}
+        if self._next_slot is None:
+            with suppress(AnchorInvalid):
+                self.read()
+        assert self._next_slot is not None
+        body: dict[str, JsonValue] = {
+            "format": _FORMAT,
+            "serial": self._serial + 1,
+            "heads": heads.as_json(),
+        }
         data = canonical_json({**body, "mac": self._mac(body)})
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # Padding to whole pages keeps a slot's size, hence its blocks, from one write to the
+        # next (JSON allows the trailing whitespace).
+        data += b" " * (-len(data) % _PAGE)
+        slot = self.slots[self._next_slot]
+        created = not slot.exists()
+        fd = os.open(slot, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if os.fstat(fd).st_size != len(data):
+                os.ftruncate(fd, len(data))
+            view, offset = memoryview(data), 0
+            while offset < len(data):
+                offset += os.pwrite(fd, view[offset:], offset)
+            os.fdatasync(fd)
         finally:
             os.close(fd)
-        os.replace(temporary, self.path)
-        fsync_directory(self.path.parent)
+        if created:
+            fsync_directory(slot.parent)
+        self._serial += 1
+        self._next_slot = 1 - self._next_slot
 
 
 def compare(tx: Transaction, anchored: ChainHeads, actual: ChainHeads) -> list[str]:
@@ -165,7 +216,7 @@ def compare(tx: Transaction, anchored: ChainHeads, actual: ChainHeads) -> list[s
 
 
 def find_loss(database: Database, file: AnchorFile) -> Loss | None:
-    """Compare the store with its anchor file; None when nothing acknowledged is missing.
+    """Compare the store with its anchor; None when nothing acknowledged is missing.
 
     Raises:
         StoreCorrupt / StoreUnavailable: the store could not be read.
@@ -174,19 +225,19 @@ def find_loss(database: Database, file: AnchorFile) -> Loss | None:
     try:
         anchored = file.read()
     except AnchorInvalid as exc:
-        return Loss(None, actual, (f"anchor file {file.path} is not usable: {exc}",))
+        return Loss(None, actual, (f"anchor {file.where} is not usable: {exc}",))
     with database.transaction() as tx:
         if anchored is None:
             marked = tx.fetchone(_Q["marker"])
             if marked is None or not marked[0]:
                 return None
-            return Loss(None, actual, (f"anchor file {file.path} is missing",))
+            return Loss(None, actual, (f"anchor {file.where} is missing",))
         problems = compare(tx, anchored, actual)
     return Loss(anchored, actual, tuple(problems)) if problems else None
 
 
 class HeadAnchor:
-    """Keeps the anchor file in step with the writer's committed heads (`Database.heads`)."""
+    """Keeps the anchor in step with the writer's committed heads (`Database.heads`)."""
 
     def __init__(self, database: Database, file: AnchorFile, loss: Loss | None) -> None:
         self._database = database
@@ -228,7 +279,7 @@ class HeadAnchor:
         """Anchor the current heads and mark the store as anchored (at every clean start).
 
         Raises:
-            StoreUnavailable: the anchor file or the marker could not be written.
+            StoreUnavailable: the anchor or the marker could not be written.
         """
         with self._write_lock:
             latest, heads = self._database.heads()
@@ -249,7 +300,7 @@ class HeadAnchor:
         """Re-anchor at the store's current heads; return the loss that was pending.
 
         Raises:
-            StoreUnavailable: the anchor file or the marker could not be written.
+            StoreUnavailable: the anchor or the marker could not be written.
         """
         loss = self._loss
         self.establish()
@@ -268,7 +319,7 @@ def open_anchor(
         StoreBehindAnchor: the store lacks acknowledged writes (one line, exit 3).
         StoreCorrupt / StoreUnavailable: the store or the anchor could not be read/written.
     """
-    file = AnchorFile(data_dir / ANCHOR_FILE, key)
+    file = AnchorFile(data_dir, key)
     loss = find_loss(database, file)
     if loss is not None and not tolerate_loss:
         raise StoreBehindAnchor(
@@ -288,6 +339,6 @@ def anchor_afresh(database: Database, data_dir: Path, key: bytes) -> None:
     backup: its anchor starts over with it).
 
     Raises:
-        StoreUnavailable: the anchor file or the marker could not be written.
+        StoreUnavailable: the anchor or the marker could not be written.
     """
-    HeadAnchor(database, AnchorFile(data_dir / ANCHOR_FILE, key), None).establish()
+    HeadAnchor(database, AnchorFile(data_dir, key), None).establish()
