@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.demo import demo_capture_arguments
+from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import (
     DATABASE_FILE,
     Database,
@@ -20,6 +23,9 @@ from engram_memory.store.database import (
 )
 from engram_memory.store.driver_errors import DriverFailure, OpenFailure, classify
 from engram_memory.store.integrity import read_every_row
+from tests.admin.test_rotation_cli import _get, _service
+from tests.harness import fresh_key
+from tests.tools.test_tool_rules import CAPTURE, accepted_record, code
 
 
 def _store_with_a_damaged_block(tmp_path: Path) -> Path:
@@ -117,3 +123,38 @@ def test_a_data_directory_that_is_a_regular_file_is_told_apart(tmp_path: Path) -
     with pytest.raises(StoreOpenFailed) as refused:
         Database.open(tmp_path / "data")
     assert refused.value.failure is OpenFailure.NOT_A_DIRECTORY
+
+
+def test_calls_on_a_damaged_store_fail_closed_with_a_non_retriable_code(
+    tmp_path: Path, engine: EmbeddedWasmEngine
+) -> None:
+    root, _, _ = init_host_dir(tmp_path / "secrets")
+    data = tmp_path / "data"
+    with _service(data, root, engine) as caller:
+        record_id = accepted_record(caller, "Kept in a block that will be damaged.")
+    path = data / DATABASE_FILE
+    intact = path.read_bytes()
+    offsets = [i for i in range(len(intact)) if intact.startswith(record_id.encode(), i)]
+    # The record id is in several tables; damage the block that opening the store does not
+    # read but `get` does (the records table), so the damage is met by a call.
+    for offset in offsets:
+        damaged = intact[:offset] + bytes([intact[offset] ^ 0xFF]) + intact[offset + 1 :]
+        path.write_bytes(damaged)
+        try:
+            service = _service(data, root, engine)
+            caller = service.__enter__()
+        except StoreCorrupt:
+            continue
+        try:
+            first = _get(caller, record_id)
+            if first["ok"]:
+                continue
+            assert code(first) == "JOURNAL_CORRUPT"
+            assert first["error"]["retriable"] is False
+            later = caller.call(CAPTURE, demo_capture_arguments("Damaged file?", fresh_key()))
+            assert code(later) == "JOURNAL_CORRUPT"
+        finally:
+            service.__exit__(None, None, None)
+        assert path.read_bytes() == damaged  # nothing committed or checkpointed onto it
+        return
+    pytest.fail("no block of the records table held the record id")

@@ -216,7 +216,7 @@ class Database:
         """Close the connection; without `checkpoint`, leave the file and its WAL as found
         (a store that is refused must stay as it was, for the operator to inspect)."""
         with self._lock, suppress(duckdb.Error):
-            if not checkpoint:
+            if not checkpoint or self._damaged:  # never write onto a damaged file
                 self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
             self._connection.close()
 
