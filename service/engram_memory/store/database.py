@@ -207,8 +207,7 @@ class Database:
             database._check_version()
             database._heads = database._load_heads()
         except BaseException:
-            with suppress(duckdb.Error):
-                connection.close()
+            database.close(checkpoint=False)  # a refused store stays as it was found
             raise
         return database
 
