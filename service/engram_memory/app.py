@@ -13,12 +13,13 @@ from contextlib import contextmanager
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
 from engram_memory.store.database import Database, StoreUnavailable, StoreVersionSkew
 from engram_memory.tools.dispatch import MemoryService
+from engram_memory.tools.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.tools.runtime import Services, ServiceSettings
 
 
@@ -31,6 +32,7 @@ def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
     """Raises: ConfigurationError: keys, policy engine or store unusable (one line, named)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
+    grace_s = orphan_grace_s()
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
         try:
             database = Database.open(config.data_dir)
@@ -41,10 +43,11 @@ def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
                 f"store in {config.data_dir} cannot be opened (is another server using it?)"
             ) from exc
         try:
+            keys = _settled_keys(database, config, grace_s)
             yield MemoryService(
                 Services(
                     database=database,
-                    keys=KeyStore(config.data_dir / KEYS_DIRECTORY),
+                    keys=keys,
                     decider=PolicyDecider(engine, identity, _clock_ms),
                     root_key=root_key,
                     host_keys=host_keys,
@@ -54,3 +57,20 @@ def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
             )
         finally:
             database.close()
+
+
+def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:
+    """The key store, after every key destruction a crash interrupted was carried out and
+    leftovers and orphans were removed: before anything is served.
+
+    Raises:
+        ConfigurationError: the key directory cannot be settled (nothing is served).
+    """
+    try:
+        keys = KeyStore(config.data_dir / KEYS_DIRECTORY)
+        recover_key_directory(database, keys, grace_s=grace_s)
+    except (KeyStoreUnavailable, StoreUnavailable) as exc:
+        raise ConfigurationError(
+            f"key directory in {config.data_dir} cannot be settled with the store ({exc})"
+        ) from exc
+    return keys

@@ -15,6 +15,7 @@ from engram_memory.contract.digests import principal_ref
 from engram_memory.store import audit, journal
 from engram_memory.store.database import Database
 from engram_memory.store.export import export_tables
+from engram_memory.tools.key_recovery import audit_key_directory
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -70,9 +71,10 @@ def run(args: argparse.Namespace) -> int:
         export_data_dir(Path(args.data_dir), Path(args.out))
         return 0
     events, entries, receipts = verify_data_dir(Path(args.data_dir))
+    keys = audit_key_directory(Path(args.data_dir))
     print(
         f"ok: {events} journal events, {entries} audit entries, "
-        f"{receipts} decision receipts verified",
+        f"{receipts} decision receipts, {keys.key_files} key files verified",
         file=sys.stderr,
     )
     return 0
