@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.crypto.key_hygiene import sweep_temporaries
 from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
-from engram_memory.durable_files import shred
 from engram_memory.store import key_intents
-from engram_memory.store.database import CommitOutcomeUnknown, Transaction
+from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
 from engram_memory.tools import steps
 from engram_memory.tools.runtime import CallContext
+
+log = logging.getLogger("engram_memory.keys")
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def fresh_key(ctx: CallContext, item_id: str) -> Iterator[FreshKey]:
                 owned = key_intents.has_row(tx, ctx.scope_ref, item_id)
             if owned:
                 raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "item committed meanwhile")
-            if not shred(path):
+            if not store.destroy(ctx.scope_ref, item_id):
                 raise KeyStoreUnavailable("an orphan key file cannot be removed")
         data_key = new_data_key()
         written = True
@@ -87,12 +89,11 @@ def _discard(ctx: CallContext, item_id: str) -> None:
     Best effort: what stays behind is removed by the next start's sweep.
     """
     store = ctx.services.keys
-    path = store.path_for(ctx.scope_ref, item_id)
-    shred(path)
+    store.destroy(ctx.scope_ref, item_id)
     try:
-        sweep_temporaries(store, path.parent)
+        sweep_temporaries(store, store.path_for(ctx.scope_ref, item_id).parent)
     except KeyStoreUnavailable:
-        steps.log.error("key leftovers not swept tool=%s", ctx.tool)
+        log.error("key leftovers not swept tool=%s", ctx.tool)
 
 
 def end_content(
@@ -140,8 +141,13 @@ def carry_out(ctx: CallContext, item_ids: Sequence[str]) -> bool:
         if index == 0:
             ctx.services.settings.failpoints.kill_during_destruction(ctx.tool)
     if destroyed:
-        with ctx.services.database.transaction() as tx:
-            key_intents.clear(tx, [(ctx.scope_ref, item_id) for item_id in destroyed])
+        try:
+            with ctx.services.database.transaction() as tx:
+                key_intents.clear(tx, [(ctx.scope_ref, item_id) for item_id in destroyed])
+        except StoreUnavailable:
+            # The call committed and the keys are gone; a stale promise is only re-checked
+            # (and cleared) by a replay or the next start.
+            log.error("key destruction promises not cleared tool=%s", ctx.tool)
     return len(destroyed) == len(item_ids)
 
 
