@@ -107,7 +107,11 @@ def end_content(
     """In the transaction that ends an item's content: clear an ended candidate's body and
     promise the destruction of every key that could open the content (for a record, also
     the key of the candidate it was promoted from). Returns the item ids to pass to
-    `after_commit`, the candidate's first."""
+    `after_commit`, the candidate's first.
+
+    Raises:
+        StoreUnavailable: a statement failed (the caller's transaction rolls back).
+    """
     items: list[str] = []
     if candidate_id is not None:
         key_intents.clear_candidate_body(tx, ctx.scope_ref, candidate_id)
@@ -152,7 +156,11 @@ def carry_out(ctx: CallContext, item_ids: Sequence[str]) -> bool:
 
 
 def keys_of_record(ctx: CallContext, record_id: str) -> list[str]:
-    """The items whose keys could open a record's content: its candidate's, then its own."""
+    """The items whose keys could open a record's content: its candidate's, then its own.
+
+    Raises:
+        StoreUnavailable: the store cannot be read.
+    """
     with ctx.services.database.transaction() as tx:
         source = key_intents.candidate_of_record(tx, ctx.scope_ref, record_id)
     return [*([] if source is None else [source]), record_id]
