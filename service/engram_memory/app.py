@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError, StoreDamaged
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
@@ -29,6 +29,7 @@ from engram_memory.store.database import (
 from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.integrity import read_every_row
 from engram_memory.tools.dispatch import MemoryService
+from engram_memory.tools.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.tools.runtime import Services, ServiceSettings
 
 
@@ -91,13 +92,15 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
+    grace_s = orphan_grace_s()
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
+            keys = _settled_keys(database, config, grace_s)
             yield MemoryService(
                 Services(
                     database=database,
-                    keys=KeyStore(config.data_dir / KEYS_DIRECTORY),
+                    keys=keys,
                     decider=PolicyDecider(engine, identity, _clock_ms),
                     root_key=root_key,
                     host_keys=host_keys,
@@ -107,3 +110,20 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
             )
         finally:
             database.close()
+
+
+def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:
+    """The key store, after every key destruction a crash interrupted was carried out and
+    leftovers and orphans were removed: before anything is served.
+
+    Raises:
+        ConfigurationError: the key directory cannot be settled (nothing is served).
+    """
+    try:
+        keys = KeyStore(config.data_dir / KEYS_DIRECTORY)
+        recover_key_directory(database, keys, grace_s=grace_s)
+    except (KeyStoreUnavailable, StoreUnavailable) as exc:
+        raise ConfigurationError(
+            f"key directory in {config.data_dir} cannot be settled with the store ({exc})"
+        ) from exc
+    return keys

@@ -9,6 +9,14 @@
   transaction and waits (at most `PAUSE_LIMIT_S`) until the client cancels it, announcing
   the pause on the `engram_memory.failpoints` log. It proves that a cancellation arriving
   before commit leaves nothing written (`CANCELLED`, SPEC §1.8).
+- Crash points: the server process SIGKILLs itself at a named point of a mutating call, so
+  the fault suite can prove what a restart recovers (tests/faults/):
+  `kill_after_key_write:<tool>` once a new item key file is durable, before the write
+  transaction opens (capture, and admission on accept); `kill_after_commit:<tool>` right
+  after the call's transaction committed, before any promised key destruction;
+  `kill_during_destruction:<tool>` after the first of the call's promised key destructions
+  is carried out and before the rest and the clearing of the promises (admission, withdraw,
+  forget). The fired line is logged (and flushed) before the process dies.
 
 Each arming fires once and then disarms itself. Arm them in tests with `arm(name, tool)`, or
 for a real server process with `ENGRAM_UNSAFE_FAILPOINTS=<name>:<tool>[,...]`, read once
@@ -21,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import sys
 import threading
 import warnings
 from collections import Counter
@@ -31,7 +41,11 @@ from engram_memory.contract.errors import ConfigurationError
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
 PAUSE_BEFORE_COMMIT = "pause_before_commit"
-FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT})
+KILL_AFTER_KEY_WRITE = "kill_after_key_write"
+KILL_AFTER_COMMIT = "kill_after_commit"
+KILL_DURING_DESTRUCTION = "kill_during_destruction"
+KILL_POINTS = frozenset({KILL_AFTER_KEY_WRITE, KILL_AFTER_COMMIT, KILL_DURING_DESTRUCTION})
+FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT}) | KILL_POINTS
 PAUSE_LIMIT_S = 30.0
 MUTATING_TOOLS = frozenset(
     {
@@ -119,3 +133,27 @@ class UnsafeFailpoints:
         log.warning(
             "UNSAFE failpoint %s:%s resumed, cancelled=%s", PAUSE_BEFORE_COMMIT, tool, cancelled
         )
+
+    def kill_after_key_write(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (a new item key is durable, nothing
+        committed)."""
+        self._kill_if_armed(KILL_AFTER_KEY_WRITE, tool)
+
+    def kill_after_commit(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (committed, no key destroyed yet)."""
+        self._kill_if_armed(KILL_AFTER_COMMIT, tool)
+
+    def kill_during_destruction(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (one promised key destroyed, the rest
+        and the promises themselves not yet)."""
+        self._kill_if_armed(KILL_DURING_DESTRUCTION, tool)
+
+    def _kill_if_armed(self, name: str, tool: str) -> None:
+        if not self._fire(name, tool):
+            return
+        # SIGKILL skips every handler and buffer: flush the fired line first, so a test can
+        # tell this crash from any other.
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

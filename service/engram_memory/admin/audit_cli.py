@@ -4,9 +4,10 @@ Auditors run it on a stopped service's data directory or on a checkpointed copy;
 one writer per file, so it never opens the live file of a running service. It reads every row
 of every table (a damaged block fails it) and compares the store with its head anchor (a lost
 WAL or a removed tail fails it); with the root key (`--root-key` or ENGRAM_ROOT_KEY) the
-anchor's MAC is checked too. The result is one line on stdout; the exit code is 0 when
-everything verified, 1 for a broken chain or receipt, 3 for a store behind its anchor, 4 for
-a damaged store file.
+anchor's MAC is checked too, and so is the key directory (a live item's key missing or an
+ended item's key surviving fails it). The result is one line on stdout; the exit code is 0
+when everything verified, 1 for a broken chain, receipt or key directory, 3 for a store
+behind its anchor, 4 for a damaged store file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from engram_memory.contract.errors import (
     StoreDamaged,
     StoreRefusal,
 )
+from engram_memory.crypto.key_audit import KeyDirectoryInconsistent
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
 from engram_memory.store.anchors import AnchorFile, find_loss
@@ -34,6 +36,7 @@ from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.export import export_tables
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.journal import JournalCorrupt
+from engram_memory.tools.key_recovery import audit_key_directory
 
 EXIT_CHAIN_BROKEN = 1
 
@@ -138,10 +141,15 @@ def _verify_command(args: argparse.Namespace) -> int:
     except StoreBehindAnchor as exc:
         print(f"FAILED: {exc}")
         return exc.exit_code
+    try:
+        keys = audit_key_directory(data_dir)
+    except KeyDirectoryInconsistent as exc:
+        print(f"FAILED: {type(exc).__name__}: {exc}")
+        return EXIT_CHAIN_BROKEN
     print(
         f"ok: {verified.events} journal events, {verified.entries} audit entries, "
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
-        f"tables verified; head anchor {verified.anchor}"
+        f"tables, {keys.key_files} key files verified; head anchor {verified.anchor}"
     )
     return 0
 

@@ -20,7 +20,7 @@ from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
 from engram_memory.store.database import StoreCorrupt, StoreUnavailable, Transaction
-from engram_memory.tools import steps
+from engram_memory.tools import item_keys, steps
 from engram_memory.tools.admission import conclude_admission, rebuild_record
 from engram_memory.tools.failures import known_failure
 from engram_memory.tools.runtime import CallContext, Services
@@ -181,30 +181,21 @@ class MaintenanceService:
             ctx.target_ids.append(candidate_id)
             with self.services.database.transaction() as tx:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
-                if candidate is None:
-                    raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
-                # Refuse a decided candidate before opening its (destroyed) key.
-                next_state(decision, candidate.state)
-                record = rebuild_record(
-                    steps.open_item(ctx, candidate_id, candidate.sealed_body),
-                    candidate.capture_cursor,
-                )
-                event = conclude_admission(
-                    tx,
-                    ctx,
-                    candidate,
-                    record,
-                    decision,
-                    {
-                        "digests": {
-                            "record_digest": candidate.record_digest,
-                            "reason_digest": digest("reason", {"reason_ref": reason_ref}),
-                        },
-                        "adjudicated_by": ctx.principal_ref,
-                    },
-                )
-                steps.write_audit(tx, ctx, "ok")
-            steps.destroy_key(ctx, candidate_id)
+            if candidate is None:
+                raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
+            # Refuse a decided candidate before opening its (destroyed) key.
+            next_state(decision, candidate.state)
+            record = rebuild_record(
+                steps.open_item(ctx, candidate_id, candidate.sealed_body),
+                candidate.capture_cursor,
+            )
+            if decision == "accept":
+                # The record's key is durable before the transaction opens.
+                with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
+                    event = self._conclude(ctx, candidate, record, decision, reason_ref, key)
+            else:
+                event = self._conclude(ctx, candidate, record, decision, reason_ref, None)
+            item_keys.after_commit(ctx, [candidate_id])
             output: dict[str, JsonValue] = {
                 "candidate_id": candidate_id,
                 "status": "accepted" if decision == "accept" else "rejected",
@@ -215,6 +206,44 @@ class MaintenanceService:
             return output
 
         return self._run(who, "adjudicate", "maintain", act)
+
+    def _conclude(
+        self,
+        ctx: CallContext,
+        candidate: memory.CandidateRow,
+        record: dict[str, JsonValue],
+        decision: str,
+        reason_ref: str,
+        key: item_keys.FreshKey | None,
+    ) -> journal.JournalEvent:
+        """The adjudication's write transaction; the candidate must still be as it was read.
+
+        Raises:
+            ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION when it was decided meanwhile;
+                NOT_FOUND if it vanished.
+        """
+        sealed_record = None if key is None else key.seal(record)
+        with self.services.database.transaction() as tx:
+            current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
+            if current is None:
+                raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")
+            event = conclude_admission(
+                tx,
+                ctx,
+                current,
+                record,
+                decision,
+                {
+                    "digests": {
+                        "record_digest": candidate.record_digest,
+                        "reason_digest": digest("reason", {"reason_ref": reason_ref}),
+                    },
+                    "adjudicated_by": ctx.principal_ref,
+                },
+                sealed_record,
+            )
+            steps.write_audit(tx, ctx, "ok")
+        return event
 
     # -- record lifecycle -----------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -98,19 +99,53 @@ def name_digest(scope_ref: str, item_id: str) -> bytes:
     return hashlib.sha256(f"{scope_ref}\0{item_id}".encode()).digest()
 
 
+class KeyClaims:
+    """Key files a call of this process is writing right now, one call per item at a time.
+
+    This process is the store's only writer, so a claim tells the orphan sweep and a second
+    call on the same item that a key without a committed owner row is still in flight.
+    """
+
+    def __init__(self) -> None:
+        self._paths: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, path: Path) -> bool:
+        """True if `path` was free and is now claimed by the caller."""
+        with self._lock:
+            if path in self._paths:
+                return False
+            self._paths.add(path)
+            return True
+
+    def release(self, path: Path) -> None:
+        with self._lock:
+            self._paths.discard(path)
+
+    def held(self, path: Path) -> bool:
+        with self._lock:
+            return path in self._paths
+
+
 class KeyStore:
     """Wrapped per-item keys under `<data_dir>/keys/`."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.claims = KeyClaims()
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
 
+    @staticmethod
+    def file_name(scope_ref: str, item_id: str) -> str:
+        """The key file's name: a digest, so a listing reveals no ids."""
+        return name_digest(scope_ref, item_id).hex() + KEY_SUFFIX
+
     def path_for(self, scope_ref: str, item_id: str) -> Path:
-        name = name_digest(scope_ref, item_id).hex()
-        return self.directory / name[:2] / (name + KEY_SUFFIX)
+        name = self.file_name(scope_ref, item_id)
+        return self.directory / name[:2] / name
 
     # -- locks ---------------------------------------------------------------------------
 
@@ -279,13 +314,16 @@ def write_durably(path: Path, data: bytes, temporary_suffix: str) -> None:
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, data)
+            if os.write(fd, data) != len(data):
+                raise OSError("short write")
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temporary, path)
         fsync_directory(path.parent)
     except OSError as exc:
+        # A full disk leaves a partial (often empty) temporary: never leave it behind.
+        shred(temporary)
         raise KeyStoreUnavailable("key file cannot be written") from exc
 
 

@@ -26,7 +26,7 @@ class CandidateRow:
     record_digest: str
     record_id: str
     capture_cursor: int
-    sealed_body: bytes
+    sealed_body: bytes | None  # None once the candidate ended (its key is destroyed too)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> Candida
         record_digest=str(row[5]),
         record_id=str(row[6]),
         capture_cursor=int(row[7]),
-        sealed_body=bytes(row[8]),
+        sealed_body=None if row[8] is None else bytes(row[8]),
     )
 
 

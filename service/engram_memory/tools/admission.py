@@ -13,7 +13,7 @@ from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import journal, memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools import indexing, steps
+from engram_memory.tools import indexing, item_keys, steps
 from engram_memory.tools.records import build_record
 from engram_memory.tools.runtime import CallContext
 
@@ -96,22 +96,41 @@ def request_admission(
         outcome = "adjudication_required"
     ctx.check_before_commit()
 
+    if outcome == "accept":
+        # The record's key is durable before the transaction opens (tools/item_keys.py).
+        with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
+            output = _commit(ctx, candidate, record, decision, outcome, op_digest, key.seal(record))
+    else:
+        output = _commit(ctx, candidate, record, decision, outcome, op_digest, None)
+    # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
+    item_keys.after_commit(ctx, [] if outcome == "adjudication_required" else [candidate_id])
+    return output
+
+
+def _commit(
+    ctx: CallContext,
+    candidate: memory.CandidateRow,
+    record: dict[str, JsonValue],
+    decision: dict[str, JsonValue],
+    outcome: str,
+    op_digest: str,
+    sealed_record: bytes | None,
+) -> dict[str, JsonValue]:
+    """The admission's write transaction: the decision (if it ends the candidate), the
+    idempotency result and the audit entry."""
     with ctx.services.database.transaction() as tx:
-        current = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+        current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
         if current is None or current.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
         if outcome == "adjudication_required":
             outcome_body = _pending_outcome(candidate, decision)
         else:
             outcome_body = _commit_decision(
-                tx, ctx, candidate, record, decision, outcome, op_digest
+                tx, ctx, candidate, record, decision, outcome, op_digest, sealed_record
             )
         output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
-    if outcome != "adjudication_required":
-        # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
-        steps.destroy_key(ctx, candidate_id)
     return output
 
 
@@ -144,6 +163,7 @@ def _commit_decision(
     decision: dict[str, JsonValue],
     outcome: str,
     op_digest: str,
+    sealed_record: bytes | None,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
     event = conclude_admission(
@@ -159,6 +179,7 @@ def _commit_decision(
             },
             "principal_ref": ctx.principal_ref,
         },
+        sealed_record,
     )
     body: dict[str, JsonValue] = {
         "status": "accepted" if operation == "accept" else "rejected",
@@ -181,14 +202,19 @@ def conclude_admission(
     record: dict[str, JsonValue],
     operation: str,
     fields: dict[str, JsonValue],
+    sealed_record: bytes | None,
 ) -> journal.JournalEvent:
     """Journal the accept or reject of a pending candidate, promote it on accept, end it.
 
     Shared by policy admission and host adjudication, which differ only in the event
-    `fields` naming who decided and why. The caller destroys the pending key after commit.
+    `fields` naming who decided and why. On accept, `sealed_record` is the record sealed
+    under its own new key (`item_keys.fresh_key`). Either way the candidate's body is cleared
+    and its key's destruction promised here; the caller carries it out after COMMIT
+    (`item_keys.after_commit` with the candidate's id).
 
     Raises:
         ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
+        ValueError: an accept without a sealed record (a programming error).
     """
     to_state = next_state(operation, candidate.state)
     body: dict[str, JsonValue] = {**fields, "recorded_at": ctx.now_instant}
@@ -204,8 +230,12 @@ def conclude_admission(
         fields=body,
     )
     if operation == "accept":
-        promote(tx, ctx, candidate, record, event.cursor)
+        if sealed_record is None:
+            raise ValueError("an accepted record must be sealed under its own key")
+        promote(tx, ctx, candidate, record, event.cursor, sealed_record)
     memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
+    # The promoted record is the only way left to open the content (issue 7, item 1).
+    item_keys.end_content(tx, ctx, operation, candidate_id=candidate.candidate_id)
     return event
 
 
@@ -215,6 +245,7 @@ def promote(
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     accept_cursor: int,
+    sealed_record: bytes,
 ) -> None:
     """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
 
@@ -240,7 +271,7 @@ def promote(
             valid_t=int(valid_time["t"]),
             valid_t_end=None if "t_end" not in valid_time else int(valid_time["t_end"]),
             expires_at_ms=None if expires is None else parse_instant(str(expires)),
-            sealed_body=steps.seal_item(ctx, record_id, record),
+            sealed_body=sealed_record,
         ),
         ctx.now_ms,
     )

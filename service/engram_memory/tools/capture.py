@@ -17,7 +17,7 @@ from engram_memory.contract.inputs import check_capture_time_rules
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.store import journal, memory
-from engram_memory.tools import steps
+from engram_memory.tools import item_keys, steps
 from engram_memory.tools.records import asserted_trust, build_record, effective_payload
 from engram_memory.tools.runtime import CallContext
 
@@ -84,6 +84,36 @@ def capture(
     authorization_digest = authz.decision.receipt.receipt_digest
     ctx.check_before_commit()
 
+    # The key is durable before the transaction opens; a failed transaction leaves an orphan
+    # key, which `fresh_key` removes (tools/item_keys.py).
+    with item_keys.fresh_key(ctx, candidate_id) as key:
+        output = _commit(ctx, op_digest, key, effective, evidence, trust, authorization_digest)
+    item_keys.after_commit(ctx)
+    return output
+
+
+def _commit(
+    ctx: CallContext,
+    op_digest: str,
+    key: item_keys.FreshKey,
+    effective: dict[str, Any],
+    evidence: Mapping[str, Any],
+    trust: dict[str, JsonValue],
+    authorization_digest: str,
+) -> dict[str, JsonValue]:
+    """The capture's one write transaction: event, sealed candidate, result, audit entry."""
+    candidate_id = key.item_id
+    # Sealed before the transaction: the body does not depend on anything it allocates.
+    sealed = key.seal(
+        {
+            "schema_version": 1,
+            "payload": effective,
+            "evidence": dict(evidence),
+            "authorization_receipt_digest": authorization_digest,
+            "trust": trust,
+            "recorded_at": ctx.now_instant,
+        }
+    )
     with ctx.services.database.transaction() as tx:
         if steps.stored_result(tx, ctx, op_digest) is not None:
             raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "concurrent first use of key")
@@ -109,18 +139,6 @@ def capture(
                 "recorded_at": ctx.now_instant,
                 "principal_ref": ctx.principal_ref,
                 "authorization_receipt_digest": authorization_digest,
-            },
-        )
-        sealed = steps.seal_item(
-            ctx,
-            candidate_id,
-            {
-                "schema_version": 1,
-                "payload": effective,
-                "evidence": dict(evidence),
-                "authorization_receipt_digest": authorization_digest,
-                "trust": trust,
-                "recorded_at": ctx.now_instant,
             },
         )
         memory.insert_candidate(

@@ -1,7 +1,9 @@
 """`engram_memory_withdraw` and `engram_memory_forget`: confirmed, key-destroying transitions.
 
-Both always need a host confirmation (SPEC §7) and both destroy the item key in the same
-transaction as the journal event, so the content is unrecoverable the moment the call commits.
+Both always need a host confirmation (SPEC §7). The transaction that commits the journal event
+also promises, durably, the destruction of every key that could open the content; the keys
+are destroyed right after COMMIT, on a replay, or at the next start after a crash
+(tools/item_keys.py). `complete` is reported only once none of those keys remains.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
-from engram_memory.tools import indexing, steps
+from engram_memory.tools import indexing, item_keys, steps
 from engram_memory.tools.runtime import CallContext
 
 # Every projection a forget must purge; the coverage receipt names them.
@@ -56,7 +58,9 @@ def withdraw(
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:
-        return _key_status({**replay, "replayed": True}, steps.destroy_key(ctx, candidate_id))
+        # Retry the promised destruction; report the truth of the key files now.
+        destroyed = item_keys.carry_out(ctx, [candidate_id])
+        return _key_status({**replay, "replayed": True}, destroyed)
     with ctx.services.database.transaction() as tx:
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None:
@@ -79,6 +83,7 @@ def withdraw(
             },
         )
         memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
+        ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
         output: dict[str, JsonValue] = {
             "receipt": _receipt(ctx, authz, event, op_digest, ("withdraw", "pending", "withdrawn")),
             "replayed": False,
@@ -86,7 +91,7 @@ def withdraw(
         }
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
-    return _key_status(output, steps.destroy_key(ctx, candidate_id))
+    return _key_status(output, item_keys.after_commit(ctx, ended))
 
 
 def _key_status(output: dict[str, JsonValue], destroyed: bool) -> dict[str, JsonValue]:
@@ -126,7 +131,9 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
     with ctx.services.database.transaction() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:
-        return _coverage({**replay, "replayed": True}, record_id, steps.destroy_key(ctx, record_id))
+        # The record's key and its source candidate's key: either could open the content.
+        destroyed = item_keys.carry_out(ctx, item_keys.keys_of_record(ctx, record_id))
+        return _coverage({**replay, "replayed": True}, record_id, destroyed)
     with ctx.services.database.transaction() as tx:
         record = memory.get_record(tx, ctx.scope_ref, record_id)
         if record is None:
@@ -151,6 +158,7 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
         )
         memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
         indexing.purge_record(tx, ctx, record_id)
+        ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
         output: dict[str, JsonValue] = {
             "receipt": _receipt(
                 ctx, authz, event, op_digest, ("tombstone", record.state, "tombstoned")
@@ -160,4 +168,4 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
         }
         steps.remember_result(tx, ctx, op_digest, output)
         steps.write_audit(tx, ctx, "ok")
-    return _coverage(output, record_id, steps.destroy_key(ctx, record_id))
+    return _coverage(output, record_id, item_keys.after_commit(ctx, ended))

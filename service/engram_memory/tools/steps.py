@@ -10,12 +10,12 @@ import json
 import logging
 from collections.abc import Mapping
 
-from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
+from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.crypto.keyfile import KeyFileBroken
-from engram_memory.crypto.sealing import SealBroken, new_data_key, open_sealed, seal
+from engram_memory.crypto.sealing import SealBroken, open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult
@@ -146,18 +146,6 @@ def remember_result(
     )
 
 
-def seal_item(ctx: CallContext, item_id: str, body: Mapping[str, JsonValue]) -> bytes:
-    """Seal `body` under a fresh per-item key and store that key wrapped by the scope key
-    of the store's current root and the scope's current epoch.
-
-    The key file is written before the row that needs it commits; if that transaction
-    fails, an orphan key with no ciphertext is left behind, which reveals nothing.
-    """
-    data_key = new_data_key()
-    ctx.services.keys.store_item_key(ctx.services.root_key, ctx.scope_ref, item_id, data_key)
-    return seal(data_key, canonical_json(dict(body)), ctx.scope_ref, item_id)
-
-
 def open_item(ctx: CallContext, item_id: str, sealed: bytes | None) -> dict[str, JsonValue]:
     """Open a sealed body of this scope.
 
@@ -225,7 +213,8 @@ def destroy_key(ctx: CallContext, item_id: str) -> bool:
     """Crypto-shred an item after its terminal transition committed; True once irrecoverable.
 
     Runs after COMMIT on purpose: destroying first and then failing to commit would leave a
-    live record that can never be read again.
+    live record that can never be read again. The commit promised it durably
+    (tools/item_keys.py), so a crash before this runs does not lose the destruction.
     """
     destroyed = ctx.services.keys.destroy(ctx.scope_ref, item_id)
     if not destroyed:

@@ -1,0 +1,119 @@
+"""Keep the key directory to what the store needs: no leftovers, no orphans, no ended keys.
+
+Item keys are written and fsynced before the transaction that needs them opens, so that the
+writer's critical section holds no key fsync. A key whose transaction then fails, or whose
+process died before COMMIT, is an orphan: no committed row owns it, so it opens nothing that
+was ever acknowledged. Temporaries (`*.tmp`, `*.rot`) are what an interrupted write or
+rotation leaves, including the empty ones a full disk leaves.
+
+Key file names are digests of (scope, item), so the caller passes the items the store knows
+(`store.key_intents.item_keys`) and this module computes the names they own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from engram_memory.crypto.keystore import (
+    KEY_SUFFIX,
+    STATE_FILE,
+    TEMPORARY_SUFFIXES,
+    KeyStore,
+    KeyStoreUnavailable,
+)
+from engram_memory.durable_files import shred
+
+# (scope_ref, item_id, live): live when the item's content still needs its key.
+ItemKeys = Iterable[tuple[str, str, bool]]
+
+
+@dataclass
+class SweepReport:
+    """What a sweep removed and what it kept for now."""
+
+    temporaries: int = 0
+    orphans: int = 0  # no committed owner, older than the grace period
+    ended: int = 0  # owned by an item whose content ended (a destruction was missed)
+    young_orphans: int = 0  # no owner yet, within the grace period: possibly in flight
+    failed: int = 0  # the file system refused to remove it
+
+    def as_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def sweep_temporaries(store: KeyStore, shard: Path) -> int:
+    """Shred the leftovers of interrupted writes in one shard; returns how many.
+
+    Writers hold the shard lock shared for the whole write, so under the exclusive lock any
+    temporary is an interrupted one.
+
+    Raises:
+        KeyStoreUnavailable: the shard cannot be locked or listed.
+    """
+    with store.shard_lock(shard, exclusive=True):
+        return _shred_all(_temporaries(shard))
+
+
+def sweep_directory(
+    store: KeyStore, items: ItemKeys, *, grace_s: float, now_s: float
+) -> SweepReport:
+    """Shred temporaries, orphans older than `grace_s` and the keys of ended items.
+
+    Keys of live items, and orphans younger than the grace period or claimed by a call in
+    flight, are kept.
+
+    Raises:
+        KeyStoreUnavailable: the directory or a shard cannot be listed or locked.
+    """
+    live: set[str] = set()
+    ended: set[str] = set()
+    for scope_ref, item_id, needed in items:
+        (live if needed else ended).add(KeyStore.file_name(scope_ref, item_id))
+    ended -= live  # never the case for distinct items; a live owner always wins
+    report = SweepReport()
+    state_temporary = store.directory / (STATE_FILE + ".tmp")
+    report.temporaries += _shred_all([state_temporary] if state_temporary.exists() else [])
+    for shard in store.shards():
+        with store.shard_lock(shard, exclusive=True):
+            report.temporaries += _shred_all(_temporaries(shard))
+            for path in _key_files(shard):
+                if path.name in live or store.claims.held(path):
+                    continue
+                if path.name in ended:
+                    report.ended += 1
+                elif _age_s(path, now_s) < grace_s:
+                    report.young_orphans += 1
+                    continue
+                else:
+                    report.orphans += 1
+                if not shred(path):
+                    report.failed += 1
+    return report
+
+
+def _temporaries(shard: Path) -> list[Path]:
+    try:
+        return [p for p in shard.iterdir() if p.name.endswith(TEMPORARY_SUFFIXES)]
+    except OSError as exc:
+        raise KeyStoreUnavailable("key directory cannot be listed") from exc
+
+
+def _key_files(shard: Path) -> list[Path]:
+    try:
+        return sorted(p for p in shard.iterdir() if p.name.endswith(KEY_SUFFIX))
+    except OSError as exc:
+        raise KeyStoreUnavailable("key directory cannot be listed") from exc
+
+
+def _shred_all(paths: list[Path]) -> int:
+    return sum(1 for path in paths if shred(path))
+
+
+def _age_s(path: Path, now_s: float) -> float:
+    try:
+        return now_s - os.stat(path).st_mtime
+    except FileNotFoundError:
+        return float("inf")

@@ -1,0 +1,72 @@
+"""Durable key-destruction intents, and which items still need their key files.
+
+A transition that ends an item's content (withdraw, reject, accept of a candidate, tombstone of
+a record) promises the destruction of the item's key in the transaction that commits it
+(`promise`). The key file is destroyed after COMMIT and only then is the promise `clear`ed, so
+a crash in between leaves a promise the next start or a replay keeps. Every function runs in
+the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from engram_memory.store.database import Transaction, load_queries
+
+_Q = load_queries("engram_memory.store.sql", "key_intents.sql")
+
+
+class ItemKey(NamedTuple):
+    """An item that has (or had) a key file, and whether its content still needs it."""
+
+    scope_ref: str
+    item_id: str
+    live: bool
+
+
+def promise(
+    tx: Transaction, scope_ref: str, item_ids: Iterable[str], operation: str, now_ms: int
+) -> None:
+    """Record that the keys of `item_ids` must be destroyed once `tx` commits."""
+    tx.executemany(_Q["promise"], [(scope_ref, item_id, operation, now_ms) for item_id in item_ids])
+
+
+def pending(tx: Transaction) -> list[tuple[str, str]]:
+    """(scope_ref, item_id) of every destruction promised and not yet carried out."""
+    return [(str(scope), str(item)) for scope, item in tx.fetchall(_Q["pending"])]
+
+
+def pending_in_scope(tx: Transaction, scope_ref: str, item_ids: Sequence[str]) -> set[str]:
+    """Which of `item_ids` still have a destruction promised in `scope_ref`."""
+    if not item_ids:
+        return set()
+    rows = tx.fetchall(_Q["pending_in_scope"], [scope_ref, list(item_ids)])
+    return {str(row[0]) for row in rows}
+
+
+def clear(tx: Transaction, done: Iterable[tuple[str, str]]) -> None:
+    """Forget the promises of (scope_ref, item_id) pairs whose key files are gone."""
+    tx.executemany(_Q["clear"], [(scope, item) for scope, item in done])
+
+
+def clear_candidate_body(tx: Transaction, scope_ref: str, candidate_id: str) -> None:
+    """Drop an ended candidate's sealed body, so only the record (if any) holds the content."""
+    tx.execute(_Q["clear_candidate_body"], [scope_ref, candidate_id])
+
+
+def candidate_of_record(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
+    """The candidate a record was promoted from (its key could open the same content)."""
+    row = tx.fetchone(_Q["candidate_of_record"], [scope_ref, record_id])
+    return None if row is None else str(row[0])
+
+
+def has_row(tx: Transaction, scope_ref: str, item_id: str) -> bool:
+    """True when a committed candidate or record of this id exists (it owns the key file)."""
+    row = tx.fetchone(_Q["item_rows"], [scope_ref, item_id, scope_ref, item_id])
+    return bool(row and row[0])
+
+
+def item_keys(tx: Transaction) -> list[ItemKey]:
+    """Every candidate and record, with whether its content still needs its key file."""
+    return [ItemKey(str(s), str(i), bool(live)) for s, i, live in tx.fetchall(_Q["item_keys"])]
