@@ -14,12 +14,17 @@ from pathlib import Path
 _CHUNK = 1 << 20
 
 
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path) -> None:
+    """Flush a file's (or, given a directory, its entries') data to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_directory(directory: Path) -> None:
+    fsync_path(directory)
 
 
 def shred(path: Path) -> bool:

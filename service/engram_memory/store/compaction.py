@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 from contextlib import suppress
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 
-from engram_memory.durable_files import fsync_directory, shred
+from engram_memory.durable_files import fsync_directory, fsync_path, shred
 from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> 
         raise database.driver_failure(exc, "compaction copy failed") from exc
     try:
         connection.close()
-        _fsync(fresh)
+        fsync_path(fresh)
         # Keep the old inode reachable under another name so it can be overwritten once
         # the new file is in place; the rename itself is atomic.
         os.link(path, retired)
@@ -57,11 +56,3 @@ def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> 
     if not shred(retired):
         raise StoreUnavailable("the old store file could not be shredded")
     return before, path.stat().st_size
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
