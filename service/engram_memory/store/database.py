@@ -1,8 +1,10 @@
 """The DuckDB file: one writer process, numbered migrations, serialized transactions.
 
 DuckDB allows one writing process per file, so the service holds the only connection and
-serializes every transaction behind a lock. Every DuckDB exception is mapped here, at the one
-boundary, to `StoreUnavailable`; nothing above this module sees driver text.
+serializes every writing transaction behind a lock; read-only snapshots run on cursors of
+that connection (`reading()`, store/readers.py) and never wait for the writer. Every DuckDB
+exception is mapped here, at the one boundary, to `StoreUnavailable`; nothing above this
+module sees driver text.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import duckdb
 
 from engram_memory.contract.errors import EngramError
 from engram_memory.durable_files import fsync_directory, shred
+from engram_memory.store.readers import ReaderPool
 
 DATABASE_FILE = "engram.duckdb"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -69,6 +72,7 @@ class Database:
         self._connection = connection
         self.path = path
         self._lock = threading.RLock()
+        self._readers = ReaderPool(lambda: self._connection)
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
         self._commits = threading.local()
@@ -93,7 +97,7 @@ class Database:
         return database
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers.exclusive():
             self._connection.close()
 
     def _migrate(self) -> None:
@@ -151,6 +155,28 @@ class Database:
             if tx.wrote:
                 self._commits.count = self.commits_on_this_thread() + 1
 
+    @contextmanager
+    def reading(self) -> Iterator[Transaction]:
+        """One read-only snapshot on a cursor of its own; never waits for the writer lock.
+
+        DuckDB's MVCC gives the snapshot a consistent view of what was committed when it
+        began, so a read sees every write of a committed call or none of it.
+
+        Raises:
+            StoreUnavailable: the snapshot could not begin or a query failed.
+        """
+        with self._readers.cursor() as cursor:
+            try:
+                cursor.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                raise StoreUnavailable("begin failed") from exc
+            try:
+                yield Transaction(cursor, writable=False)
+            finally:
+                # Nothing was written: ending the snapshot cannot lose anything.
+                with suppress(duckdb.Error):
+                    cursor.execute("ROLLBACK")
+
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)
         return count
@@ -167,7 +193,7 @@ class Database:
         Raises:
             StoreUnavailable: the copy or the swap failed (the old file still serves).
         """
-        with self._lock:
+        with self._lock, self._readers.exclusive():
             return compact_store(self)
 
     def _reconnect(self) -> None:
@@ -189,13 +215,20 @@ class Database:
 class Transaction:
     """Statement helpers bound to the open transaction; DuckDB errors become StoreUnavailable."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, connection: duckdb.DuckDBPyConnection, *, writable: bool = True) -> None:
         self._connection = connection
+        self._writable = writable
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+    def _will_write(self) -> None:
+        if not self._writable:
+            # A programming error, never an outcome: a snapshot must not write.
+            raise StoreUnavailable("write attempted in a read snapshot")
         self.wrote = True
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._will_write()
         try:
             self._connection.execute(sql, list(params))
         except duckdb.Error as exc:
@@ -204,7 +237,7 @@ class Transaction:
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
-        self.wrote = True
+        self._will_write()
         try:
             self._connection.executemany(sql, [list(row) for row in rows])
         except duckdb.Error as exc:
