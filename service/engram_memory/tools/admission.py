@@ -67,7 +67,7 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     ctx.target_ids.append(candidate_id)
     op_digest, _ = steps.guard_mutation(ctx, parsed, confirmation, target=candidate_id)
-    with ctx.services.database.transaction() as tx:
+    with ctx.services.database.reading() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
         if replay is not None:
             return {**replay, "replayed": True}
@@ -97,6 +97,11 @@ def request_admission(
     ctx.check_before_commit()
 
     with ctx.services.database.transaction() as tx:
+        # A racing call with the same key may have committed since the read above; writes
+        # are serialized, so its stored result is final here and is replayed, never refused.
+        replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is not None:
+            return {**replay, "replayed": True}
         current = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if current is None or current.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
