@@ -47,7 +47,7 @@ def _intent_digest(body: Mapping[str, JsonValue]) -> str:
 def head(tx: Transaction, scope_ref: str) -> tuple[int, str]:
     """(high-water cursor, its hash); (0, zero hash) for an empty journal."""
     row = tx.fetchone(_Q["head"], [scope_ref])
-    return (0, ZERO_DIGEST) if row is None else (int(row[0]), str(row[1]))
+    return (0, ZERO_DIGEST) if row is None or row[0] is None else (int(row[0]), str(row[1]))
 
 
 def append(
@@ -72,7 +72,10 @@ def append(
         "operation": operation,
         "target_id": target_id,
     }
-    existing = tx.fetchone(_Q["by_event_id"], [scope_ref, event_id])
+    # By the indexed event id alone; an event of another scope is not this one.
+    existing = next(
+        (row for row in tx.fetchall(_Q["by_event_id"], [event_id]) if row[4] == scope_ref), None
+    )
     if existing is not None:
         if existing[3] != _intent_digest(body):
             raise JournalIntentConflict(event_id)

@@ -1,5 +1,7 @@
 -- name: head
-SELECT sequence, entry_hash FROM audit_entries ORDER BY sequence DESC LIMIT 1;
+-- The max comes from column statistics and the row through the primary key's index.
+SELECT sequence, entry_hash FROM audit_entries
+WHERE sequence = (SELECT max(sequence) FROM audit_entries);
 
 -- name: insert
 INSERT INTO audit_entries
