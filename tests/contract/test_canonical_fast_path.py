@@ -39,5 +39,5 @@ def test_keys_beyond_the_basic_plane_sort_by_utf16_code_units_as_rfc8785_does() 
 
 
 def test_control_characters_and_quotes_escape_as_rfc8785_does() -> None:
-    value = {"text": "\x00\x08\t\n\x0b\x0c\r\x1f\"\\\u2028\x7f"}
+    value = {"text": '\x00\x08\t\n\x0b\x0c\r\x1f"\\\u2028\x7f'}
     assert canonical_json(value) == rfc8785.dumps(value)

@@ -20,17 +20,16 @@ ROWS = 3000
 
 _FILL = [
     "INSERT INTO idempotency SELECT 'scope', 'p', 'key' || i, 't', 'op', 'completed', '{}', 0 "
-    f"FROM range({ROWS}) r(i)",
+    "FROM range(?) r(i)",
     "INSERT INTO journal_events SELECT 'scope', i + 1, 'capture:c' || i, 'capture', 'c' || i, "
-    f"'{{}}', 'h', 'h' || i, 'i' FROM range({ROWS}) r(i)",
+    "'{}', 'h', 'h' || i, 'i' FROM range(?) r(i)",
     "INSERT INTO candidates SELECT 'scope', 'c' || i, 'pending', 'p', 'd', 'g', 'r', 'rec' || i, "
-    f"i + 1, 'x'::BLOB, 0, 0 FROM range({ROWS}) r(i)",
+    "i + 1, 'x'::BLOB, 0, 0 FROM range(?) r(i)",
     "INSERT INTO records SELECT 'scope', 'rec' || i, 'c' || i, 'accepted_current', 'r', 'd', "
-    f"'g', i + 1, i + 1, 0, NULL, NULL, 'x'::BLOB, 0, NULL FROM range({ROWS}) r(i)",
+    "'g', i + 1, i + 1, 0, NULL, NULL, 'x'::BLOB, 0, NULL FROM range(?) r(i)",
     "INSERT INTO audit_entries SELECT i + 1, 't', 'a', 's', 'p', 'ag', 'se', 'tool', 'ok', "
-    f"'[]', '[]', 'b', 'r', '', '', 'h', 'e' || i FROM range({ROWS}) r(i)",
-    "INSERT INTO consumed_confirmations SELECT 'jti' || i, 'scope', 'tool', 0 "
-    f"FROM range({ROWS}) r(i)",
+    "'[]', '[]', 'b', 'r', '', '', 'h', 'e' || i FROM range(?) r(i)",
+    "INSERT INTO consumed_confirmations SELECT 'jti' || i, 'scope', 'tool', 0 FROM range(?) r(i)",
 ]
 
 LOOKUPS = {
@@ -49,7 +48,7 @@ def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Database:
     database = Database.open(Path(tmp_path_factory.mktemp("plans")))
     with database.transaction() as tx:
         for statement in _FILL:
-            tx.execute(statement)
+            tx.execute(statement, [ROWS])
     database.checkpoint()
     return database
 

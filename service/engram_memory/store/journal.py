@@ -58,8 +58,12 @@ def append(
     operation: str,
     target_id: str,
     fields: Mapping[str, JsonValue],
+    known_head: tuple[int, str] | None = None,
 ) -> JournalEvent:
     """Append one event at the next cursor of `scope_ref`.
+
+    `known_head` is the scope's head as this transaction already read it (so it is not read
+    twice); None reads it here.
 
     Raises:
         JournalIntentConflict: `event_id` exists with another intent.
@@ -80,7 +84,7 @@ def append(
         if existing[3] != _intent_digest(body):
             raise JournalIntentConflict(event_id)
         return JournalEvent(int(existing[0]), event_id, str(existing[2]), json.loads(existing[1]))
-    cursor, previous_hash = head(tx, scope_ref)
+    cursor, previous_hash = head(tx, scope_ref) if known_head is None else known_head
     body["cursor"] = str(cursor + 1)
     body["previous_event_hash"] = previous_hash
     event_hash = digest("memory-journal-event", body, field="event_hash")

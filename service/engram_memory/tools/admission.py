@@ -94,6 +94,8 @@ def request_admission(
     if outcome == "accept" and guard_hit:
         # Forgotten content may not come back silently: it looks exactly like adjudication.
         outcome = "adjudication_required"
+    # Outside the writer's critical section: a large record's terms take long to key.
+    prepared = indexing.record_index(ctx, record) if outcome == "accept" else None
     ctx.check_before_commit()
 
     with ctx.services.database.transaction() as tx:
@@ -109,7 +111,7 @@ def request_admission(
             outcome_body = _pending_outcome(candidate, decision)
         else:
             outcome_body = _commit_decision(
-                tx, ctx, candidate, record, decision, outcome, op_digest
+                tx, ctx, candidate, record, decision, outcome, op_digest, prepared
             )
         output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
         steps.remember_result(tx, ctx, op_digest, output)
@@ -149,6 +151,7 @@ def _commit_decision(
     decision: dict[str, JsonValue],
     outcome: str,
     op_digest: str,
+    prepared: indexing.RecordIndex | None,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
     event = conclude_admission(
@@ -164,6 +167,7 @@ def _commit_decision(
             },
             "principal_ref": ctx.principal_ref,
         },
+        prepared_index=prepared,
     )
     body: dict[str, JsonValue] = {
         "status": "accepted" if operation == "accept" else "rejected",
@@ -186,11 +190,13 @@ def conclude_admission(
     record: dict[str, JsonValue],
     operation: str,
     fields: dict[str, JsonValue],
+    prepared_index: indexing.RecordIndex | None = None,
 ) -> journal.JournalEvent:
     """Journal the accept or reject of a pending candidate, promote it on accept, end it.
 
     Shared by policy admission and host adjudication, which differ only in the event
     `fields` naming who decided and why. The caller destroys the pending key after commit.
+    `prepared_index` (see `promote`) keeps term keying out of the transaction.
 
     Raises:
         ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
@@ -209,7 +215,7 @@ def conclude_admission(
         fields=body,
     )
     if operation == "accept":
-        promote(tx, ctx, candidate, record, event.cursor)
+        promote(tx, ctx, candidate, record, event.cursor, prepared_index)
     memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
     return event
 
@@ -220,10 +226,12 @@ def promote(
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     accept_cursor: int,
+    prepared_index: indexing.RecordIndex | None = None,
 ) -> None:
     """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
 
-    Shared by policy admission and host adjudication, so both promote identically.
+    Shared by policy admission and host adjudication, so both promote identically; the index
+    entries are computed here unless the caller computed them before the transaction.
     """
     record_id = str(record["record_id"])
     ctx.target_ids.append(record_id)
@@ -249,4 +257,4 @@ def promote(
         ),
         ctx.now_ms,
     )
-    indexing.index_record(tx, ctx, record)
+    indexing.index_record(tx, ctx, record, prepared_index)

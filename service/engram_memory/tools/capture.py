@@ -96,7 +96,8 @@ def capture(
         replay = steps.stored_result(tx, ctx, op_digest)
         if replay is not None:
             return _duplicate(ctx, replay)
-        cursor = journal.head(tx, ctx.scope_ref)[0] + 1
+        head = journal.head(tx, ctx.scope_ref)
+        cursor = head[0] + 1
         record = build_record(
             effective,
             recorded_at=ctx.now_instant,
@@ -119,6 +120,7 @@ def capture(
                 "principal_ref": ctx.principal_ref,
                 "authorization_receipt_digest": authorization_digest,
             },
+            known_head=head,
         )
         sealed = steps.seal_item(
             ctx,
