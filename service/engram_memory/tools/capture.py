@@ -71,31 +71,29 @@ def capture(
     args = parsed.arguments
     check_capture_time_rules(parsed.model, ctx.now_ms)
     op_digest, authz = steps.guard_mutation(ctx, parsed, confirmation, target=None)
-    with ctx.services.database.reading() as tx:
-        replay = steps.stored_result(tx, ctx, op_digest)
-    if replay is not None:
-        return _duplicate(ctx, replay)
-
     payload: Mapping[str, Any] = args["payload"]
-    expires_at = _resolve_retention(ctx, payload)
-    _check_reconciliation(ctx, payload)
-    effective = effective_payload(payload, ctx.scope_ref, expires_at)
+    evidence: Mapping[str, Any] = args["evidence"]
     source_ref = one_way_ref("capture-source", f"{ctx.scope_ref}\0{ctx.invocation.principal}")
     candidate_id = candidate_id_for(source_ref, str(args["idempotency_key"]))
-    ctx.target_ids.append(candidate_id)
-    evidence: Mapping[str, Any] = args["evidence"]
-    trust = asserted_trust(
-        str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
-    )
     authorization_digest = authz.decision.receipt.receipt_digest
     ctx.check_before_commit()
 
     with ctx.services.database.transaction() as tx:
-        # A racing call with the same key may have committed since the read above: writes
-        # are serialized, so what this transaction sees is final and is replayed as such.
+        # SPEC §1.8: idempotency before the operation's own decisions, read once, in the
+        # write transaction: writes are serialized, so a racing same-key call that committed
+        # first is final here and replayed, and a replay decides nothing new.
         replay = steps.stored_result(tx, ctx, op_digest)
         if replay is not None:
             return _duplicate(ctx, replay)
+        expires_at = _resolve_retention(ctx, payload)
+        _check_reconciliation(ctx, payload)
+        # The deadline and cancellation hold until commit, across these decisions too.
+        ctx.check_still_wanted()
+        effective = effective_payload(payload, ctx.scope_ref, expires_at)
+        ctx.target_ids.append(candidate_id)
+        trust = asserted_trust(
+            str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
+        )
         head = journal.head(tx, ctx.scope_ref)
         cursor = head[0] + 1
         record = build_record(
