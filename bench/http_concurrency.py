@@ -20,6 +20,7 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,6 @@ async def _engram(url: str, signer: HostSigningKey, clients: int, seconds: float
     async with connect(url, signer, BINDING) as warm:
         await _client_loop(warm, record_ids, Load(), time.perf_counter() + 2)
     hosts: list[ReferenceHost] = []
-    from contextlib import AsyncExitStack
-
     async with AsyncExitStack() as stack:
         for _ in range(clients):
             hosts.append(await stack.enter_async_context(connect(url, signer, BINDING)))
@@ -142,8 +141,6 @@ async def _floor_loop(client: Client, load: Load, until: float) -> None:
 
 
 async def _floor(url: str, clients: int, seconds: float) -> Load:
-    from contextlib import AsyncExitStack
-
     load = Load()
     async with AsyncExitStack() as stack:
         sessions = [
