@@ -167,7 +167,11 @@ class Database:
         Raises:
             StoreUnavailable: the snapshot could not begin or a query failed.
         """
-        with self._readers.cursor() as cursor:
+        try:
+            cursor = self._readers.acquire()
+        except duckdb.Error as exc:
+            raise StoreUnavailable("cannot open a read cursor") from exc
+        try:
             try:
                 cursor.execute("BEGIN TRANSACTION")
             except duckdb.Error as exc:
@@ -178,6 +182,8 @@ class Database:
                 # Nothing was written: ending the snapshot cannot lose anything.
                 with suppress(duckdb.Error):
                     cursor.execute("ROLLBACK")
+        finally:
+            self._readers.release(cursor)
 
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)

@@ -27,9 +27,9 @@ class ReaderPool:
         self._active = 0
         self._draining = False
 
-    @contextmanager
-    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor for one snapshot, waiting only while the connection is being replaced.
+    def acquire(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for one snapshot, waiting only while the connection is being replaced;
+        hand it back with `release`.
 
         Raises:
             duckdb.Error: a new cursor could not be opened (the caller maps it).
@@ -38,16 +38,21 @@ class ReaderPool:
             self._state.wait_for(lambda: not self._draining)
             self._active += 1
             cursor = self._idle.pop() if self._idle else None
+        if cursor is not None:
+            return cursor
         try:
-            if cursor is None:
-                cursor = self._connection().cursor()
-            yield cursor
-        finally:
-            with self._state:
-                self._active -= 1
-                if cursor is not None:
-                    self._idle.append(cursor)
-                self._state.notify_all()
+            return self._connection().cursor()
+        except BaseException:
+            self.release(None)
+            raise
+
+    def release(self, cursor: duckdb.DuckDBPyConnection | None) -> None:
+        """End a snapshot's use of `cursor` (None when acquiring it failed)."""
+        with self._state:
+            self._active -= 1
+            if cursor is not None:
+                self._idle.append(cursor)
+            self._state.notify_all()
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
