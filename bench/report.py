@@ -25,6 +25,12 @@ def machine() -> dict[str, str]:
     }
 
 
+def machine_load() -> str:
+    """`uptime`'s load averages: other work on the machine skews every figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
 def write_report(
     name: str,
     title: str,
@@ -32,6 +38,7 @@ def write_report(
     series: Mapping[str, Mapping[str, Sequence[float]]],
     unit: str,
     out: Path = RESULTS,
+    extra: Mapping[str, object] | None = None,
 ) -> str:
     """Write `<name>.json|.md|.png` for `series[group][label] = samples`; return the Markdown."""
     out.mkdir(parents=True, exist_ok=True)
@@ -50,7 +57,12 @@ def write_report(
     }
     (out / f"{name}.json").write_text(
         json.dumps(
-            {"meta": {**meta, "command": command, "unit": unit}, "results": summary}, indent=2
+            {
+                "meta": {**meta, "command": command, "unit": unit},
+                "results": summary,
+                "figures": dict(extra or {}),
+            },
+            indent=2,
         )
         + "\n"
     )
@@ -65,6 +77,8 @@ def write_report(
     for group, rows in summary.items():
         for label, s in rows.items():
             lines.append(f"| {group} | {label} | {s['n']} | {s['p50']} | {s['p90']} | {s['p99']} |")
+    if extra:
+        lines += ["", *(f"- {name}: {value}" for name, value in extra.items())]
     markdown = "\n".join(lines) + "\n"
     (out / f"{name}.md").write_text(markdown)
     _plot(series, title, unit, out / f"{name}.png")

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp import StdioServerParameters
+from mcp.client.client import Client
 
-from bench.report import RESULTS, write_report
+from bench.report import RESULTS, machine_load, write_report
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import BINDING, demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
@@ -123,6 +125,26 @@ async def _run(rounds: int, workdir: Path) -> dict[str, list[float]]:
     return samples
 
 
+async def _floor(rounds: int) -> list[float]:
+    """The same transport's floor: a do-nothing tool (bench.floor_server) over stdio."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bench.floor_server", "stdio"],
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(Path.cwd())},
+    )
+    samples: list[float] = []
+    async with Client(params, cache=None) as client:
+        for n in range(rounds + 20):
+            request = types.CallToolRequest(
+                params=types.CallToolRequestParams(name="floor_echo", arguments={"n": n})
+            )
+            start = time.perf_counter()
+            await client.session.send_request(request, types.CallToolResult)
+            if n >= 20:
+                samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,15 +154,25 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out)
     print(f"benchmarking {args.rounds} rounds over stdio", file=sys.stderr)
+    load_before = machine_load()
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         samples = anyio.run(_run, args.rounds, Path(tmp))
+    print("floor: a do-nothing tool over stdio", file=sys.stderr)
+    floor = anyio.run(_floor, args.rounds * 6)
     series = {
-        "stdio, embedded engine": {t.removeprefix("engram_memory_"): samples[t] for t in TOOLS}
+        "stdio, embedded engine": {t.removeprefix("engram_memory_"): samples[t] for t in TOOLS},
+        "stdio floor (do-nothing tool)": {"floor_echo": floor},
     }
     command = f"python -m bench.tools_stdio --rounds {args.rounds}"
     print(
         write_report(
-            "tools_stdio", "Tool latency over stdio (SDK client)", command, series, "ms", out
+            "tools_stdio",
+            "Tool latency over stdio (SDK client)",
+            command,
+            series,
+            "ms",
+            out,
+            extra={"machine load before": load_before, "machine load after": machine_load()},
         )
     )
     return 0

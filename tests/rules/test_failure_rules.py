@@ -46,9 +46,13 @@ def _assert_constant_failure(
         assert leak not in logs
 
 
+# DuckDB refuses to rename a table that has an index, so the lookup index goes first.
 BREAK = {
-    "candidates": "ALTER TABLE candidates RENAME TO candidates_lost",
-    "records": "ALTER TABLE records RENAME TO records_lost",
+    "candidates": (
+        "DROP INDEX candidates_candidate_id",
+        "ALTER TABLE candidates RENAME TO candidates_lost",
+    ),
+    "records": ("DROP INDEX records_record_id", "ALTER TABLE records RENAME TO records_lost"),
 }
 PROBE = {"candidates": "SELECT * FROM candidates", "records": "SELECT * FROM records"}
 
@@ -66,7 +70,8 @@ def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
     cursor = high_water(services)
     table = "candidates" if tool == CAPTURE else "records"
     with services.database.transaction() as tx:
-        tx.execute(BREAK[table])
+        for statement in BREAK[table]:
+            tx.execute(statement)
     raw = _raw_duckdb_error(services, PROBE[table])
     arguments: dict[str, Any] = {
         CAPTURE: demo_capture_arguments("Never stored.", fresh_key()),

@@ -352,7 +352,7 @@ class MaintenanceService:
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
             ctx.target_ids.append(target_id)
-            with self.services.database.transaction() as tx:
+            with self.services.database.reading() as tx:
                 events = journal.events_for(tx, ctx.scope_ref, target_id)
             if not events:
                 raise ToolError(ErrorCode.NOT_FOUND, "no history")
@@ -368,7 +368,7 @@ class MaintenanceService:
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
             ctx.target_ids.append(candidate_id)
-            with self.services.database.transaction() as tx:
+            with self.services.database.reading() as tx:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
             if candidate is None:
                 raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown")

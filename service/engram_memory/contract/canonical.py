@@ -8,6 +8,7 @@ ints because the reference engine treats them as the same number.
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -87,12 +88,46 @@ def _normalize_float(value: float) -> int | float:
     return value
 
 
+def _same_as_sorted_json(value: JsonValue) -> bool:
+    """True when the standard library's sorted, compact JSON is exactly JCS for `value`.
+
+    That holds for strings (same escapes once normalized), booleans and safe integers, and for
+    object keys below U+D800, where code point order equals JCS's UTF-16 code unit order.
+    Floats are left to the RFC 8785 encoder (ECMAScript number formatting differs from repr).
+    """
+    if isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) <= SAFE_INTEGER_MAX
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, str)
+            and (key.isascii() or max(key) < "\ud800")
+            and _same_as_sorted_json(item)
+            for key, item in value.items()
+        )
+    if isinstance(value, list):
+        return all(_same_as_sorted_json(item) for item in value)
+    return False
+
+
 def canonical_json(value: JsonValue) -> bytes:
     """RFC 8785 (JCS) bytes of an already normalized value.
+
+    The C encoder of the standard library serves values it encodes identically (about four
+    times faster: a call serializes dozens of values); anything else goes through the RFC 8785
+    encoder.
 
     Raises:
         NonCanonicalValue: the value holds something JCS cannot encode.
     """
+    if _same_as_sorted_json(value):
+        try:
+            return json.dumps(
+                value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+            ).encode("utf-8")
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise NonCanonicalValue("not canonicalizable") from exc
     try:
         return rfc8785.dumps(value)
     except rfc8785.CanonicalizationError as exc:

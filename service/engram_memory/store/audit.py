@@ -97,27 +97,26 @@ def append(tx: Transaction, record: AuditRecord) -> str:
     values[10] = json.dumps(entry["receipt_digests"])
     tx.execute(_Q["insert"], [*values, entry_hash])
     tx.moved_audit_head((sequence + 1, entry_hash))
-    tx.executemany(
-        _Q["insert_receipt"],
-        [
+    receipts = record.receipts
+    if receipts:
+        tx.execute(
+            _Q["insert_receipts"],
             [
-                receipt.decision_id,
+                [r.decision_id for r in receipts],
                 record.audit_id,
                 record.scope_ref,
-                receipt.policy_path,
-                receipt.input_digest,
-                receipt.result_digest,
-                receipt.bundle_revision,
-                receipt.bundle_digest,
-                receipt.engine_id,
-                receipt.engine_version,
-                json.dumps(list(receipt.reasons)),
-                receipt.decided_at_ms,
-                receipt.receipt_digest,
-            ]
-            for receipt in record.receipts
-        ],
-    )
+                [r.policy_path for r in receipts],
+                [r.input_digest for r in receipts],
+                [r.result_digest for r in receipts],
+                [r.bundle_revision for r in receipts],
+                [r.bundle_digest for r in receipts],
+                [r.engine_id for r in receipts],
+                [r.engine_version for r in receipts],
+                [json.dumps(list(r.reasons)) for r in receipts],
+                [r.decided_at_ms for r in receipts],
+                [r.receipt_digest for r in receipts],
+            ],
+        )
     return entry_hash
 
 

@@ -61,7 +61,8 @@ def append(
     target_id: str,
     fields: Mapping[str, JsonValue],
 ) -> JournalEvent:
-    """Append one event at the next cursor of `scope_ref`.
+    """Append one event at the next cursor of `scope_ref` (its head comes from the writer's
+    head cache, not a query).
 
     Raises:
         JournalIntentConflict: `event_id` exists with another intent.
@@ -74,7 +75,10 @@ def append(
         "operation": operation,
         "target_id": target_id,
     }
-    existing = tx.fetchone(_Q["by_event_id"], [scope_ref, event_id])
+    # By the indexed event id alone; an event of another scope is not this one.
+    existing = next(
+        (row for row in tx.fetchall(_Q["by_event_id"], [event_id]) if row[4] == scope_ref), None
+    )
     if existing is not None:
         if existing[3] != _intent_digest(body):
             raise JournalIntentConflict(event_id)

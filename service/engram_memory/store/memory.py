@@ -89,8 +89,20 @@ def insert_candidate(tx: Transaction, scope_ref: str, row: CandidateRow, now_ms:
     )
 
 
+def _in_scope(rows: list[tuple[Any, ...]], scope_ref: str) -> tuple[Any, ...] | None:
+    """The row of `scope_ref` among a point lookup's rows (its scope is the last column).
+
+    Lookups select by one indexed id only, which is what makes DuckDB use the index; ids of
+    other scopes that happen to collide are dropped here, so scopes stay isolated.
+    """
+    for row in rows:
+        if row[-1] == scope_ref:
+            return row
+    return None
+
+
 def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> CandidateRow | None:
-    row = tx.fetchone(_Q["get_candidate"], [scope_ref, candidate_id])
+    row = _in_scope(tx.fetchall(_Q["get_candidate"], [candidate_id]), scope_ref)
     if row is None:
         return None
     return CandidateRow(
@@ -155,7 +167,7 @@ def _record_row(row: tuple[Any, ...]) -> RecordRow:
 
 
 def get_record(tx: Transaction, scope_ref: str, record_id: str) -> RecordRow | None:
-    row = tx.fetchone(_Q["get_record"], [scope_ref, record_id])
+    row = _in_scope(tx.fetchall(_Q["get_record"], [record_id]), scope_ref)
     return None if row is None else _record_row(row)
 
 
@@ -179,7 +191,7 @@ def set_record_state(
 
 
 def successor_of(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
-    row = tx.fetchone(_Q["get_successor"], [scope_ref, record_id])
+    row = _in_scope(tx.fetchall(_Q["get_successor"], [record_id]), scope_ref)
     return None if row is None or row[0] is None else str(row[0])
 
 
@@ -202,23 +214,59 @@ def matches_tombstoned_content(
 # -- blind lexical index --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PostingBatch:
+    """A record's postings as the one insert statement binds them (see `posting_batch`)."""
+
+    count: int
+    terms: str
+    fields: str
+    counts: str
+
+
+def posting_batch(postings: Sequence[tuple[str, str, int]]) -> PostingBatch:
+    """Pack (term_hash, field, tf) postings into space-separated columns.
+
+    DuckDB binds and splits three strings far faster than three lists of tens of thousands
+    of Python strings; build the batch before the write transaction.
+
+    Raises:
+        ValueError: a term contains a space (keyed terms are hex; a separator inside one
+            would shift every later posting).
+    """
+    terms = " ".join(term for term, _, _ in postings)
+    if postings and terms.count(" ") != len(postings) - 1:
+        raise ValueError("a term holds the posting separator")
+    return PostingBatch(
+        count=len(postings),
+        terms=terms,
+        fields=" ".join(field for _, field, _ in postings),
+        counts=" ".join(str(tf) for _, _, tf in postings),
+    )
+
+
 def index_document(
     tx: Transaction,
     scope_ref: str,
     record_id: str,
     field_lengths: Mapping[str, int],
     valid_t_end: int | None,
-    postings: Sequence[tuple[str, str, int]],
+    postings: PostingBatch,
 ) -> None:
-    """Index one record: `postings` are (term_hash, field, tf); terms are keyed hashes."""
+    """Index one record in one insert per table; terms are keyed hashes.
+
+    Raises:
+        StoreUnavailable: the write failed.
+    """
     tx.execute(
         _Q["insert_document"],
         [scope_ref, record_id, json.dumps(dict(field_lengths), sort_keys=True), valid_t_end],
     )
-    tx.executemany(
-        _Q["insert_posting"],
-        [(scope_ref, term, record_id, field, tf) for term, field, tf in postings],
-    )
+    if postings.count:
+        tx.execute(
+            _Q["insert_postings"],
+            [scope_ref, postings.terms, record_id, postings.fields, postings.counts],
+        )
 
 
 def purge_document(tx: Transaction, scope_ref: str, record_id: str) -> None:
@@ -252,8 +300,11 @@ def postings_for_terms(tx: Transaction, scope_ref: str, terms: Sequence[str]) ->
 def get_idempotency(
     tx: Transaction, scope_ref: str, principal_ref: str, key_digest: str
 ) -> IdempotencyRow | None:
-    row = tx.fetchone(_Q["get_idempotency"], [scope_ref, principal_ref, key_digest])
-    return None if row is None else IdempotencyRow(*(str(v) for v in row))
+    for row in tx.fetchall(_Q["get_idempotency"], [key_digest]):
+        # Keyed by the indexed digest alone (see `_in_scope`); the rest of the key is here.
+        if row[4] == scope_ref and row[5] == principal_ref:
+            return IdempotencyRow(*(str(v) for v in row[:4]))
+    return None
 
 
 def put_idempotency(

@@ -67,7 +67,7 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     ctx.target_ids.append(candidate_id)
     op_digest, _ = steps.guard_mutation(ctx, parsed, confirmation, target=candidate_id)
-    with ctx.services.database.transaction() as tx:
+    with ctx.services.database.reading() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
         if replay is not None:
             return {**replay, "replayed": True}
@@ -94,14 +94,17 @@ def request_admission(
     if outcome == "accept" and guard_hit:
         # Forgotten content may not come back silently: it looks exactly like adjudication.
         outcome = "adjudication_required"
+    # Outside the writer's critical section: a large record's terms take long to key.
+    prepared = indexing.record_index(ctx, record) if outcome == "accept" else None
     ctx.check_before_commit()
 
     if outcome == "accept":
         # The record's key is durable before the transaction opens (tools/item_keys.py).
         with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
-            output = _commit(ctx, candidate, record, decision, outcome, op_digest, key.seal(record))
+            sealed = key.seal(record)
+            output = _commit(ctx, candidate, record, decision, outcome, op_digest, sealed, prepared)
     else:
-        output = _commit(ctx, candidate, record, decision, outcome, op_digest, None)
+        output = _commit(ctx, candidate, record, decision, outcome, op_digest, None, None)
     # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
     item_keys.after_commit(ctx, [] if outcome == "adjudication_required" else [candidate_id])
     return output
@@ -115,10 +118,16 @@ def _commit(
     outcome: str,
     op_digest: str,
     sealed_record: bytes | None,
+    prepared: indexing.RecordIndex | None,
 ) -> dict[str, JsonValue]:
     """The admission's write transaction: the decision (if it ends the candidate), the
     idempotency result and the audit entry."""
     with ctx.services.database.transaction() as tx:
+        # A racing call with the same key may have committed since the read above; writes
+        # are serialized, so its stored result is final here and is replayed, never refused.
+        replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is not None:
+            return {**replay, "replayed": True}
         current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
         if current is None or current.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
@@ -126,7 +135,7 @@ def _commit(
             outcome_body = _pending_outcome(candidate, decision)
         else:
             outcome_body = _commit_decision(
-                tx, ctx, candidate, record, decision, outcome, op_digest, sealed_record
+                tx, ctx, candidate, record, decision, outcome, op_digest, sealed_record, prepared
             )
         output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
         steps.remember_result(tx, ctx, op_digest, output)
@@ -164,6 +173,7 @@ def _commit_decision(
     outcome: str,
     op_digest: str,
     sealed_record: bytes | None,
+    prepared: indexing.RecordIndex | None,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
     event = conclude_admission(
@@ -180,6 +190,7 @@ def _commit_decision(
             "principal_ref": ctx.principal_ref,
         },
         sealed_record,
+        prepared_index=prepared,
     )
     body: dict[str, JsonValue] = {
         "status": "accepted" if operation == "accept" else "rejected",
@@ -203,13 +214,15 @@ def conclude_admission(
     operation: str,
     fields: dict[str, JsonValue],
     sealed_record: bytes | None,
+    prepared_index: indexing.RecordIndex | None = None,
 ) -> journal.JournalEvent:
     """Journal the accept or reject of a pending candidate, promote it on accept, end it.
 
     Shared by policy admission and host adjudication, which differ only in the event
     `fields` naming who decided and why. On accept, `sealed_record` is the record sealed
-    under its own new key (`item_keys.fresh_key`). Either way the candidate's body is cleared
-    and its key's destruction promised here; the caller carries it out after COMMIT
+    under its own new key (`item_keys.fresh_key`) and `prepared_index` (see `promote`) keeps
+    term keying out of the transaction. Either way the candidate's body is cleared and its
+    key's destruction promised here; the caller carries it out after COMMIT
     (`item_keys.after_commit` with the candidate's id).
 
     Raises:
@@ -232,7 +245,7 @@ def conclude_admission(
     if operation == "accept":
         if sealed_record is None:
             raise ValueError("an accepted record must be sealed under its own key")
-        promote(tx, ctx, candidate, record, event.cursor, sealed_record)
+        promote(tx, ctx, candidate, record, event.cursor, sealed_record, prepared_index)
     memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
     # The promoted record is the only way left to open the content (issue 7, item 1).
     item_keys.end_content(tx, ctx, operation, candidate_id=candidate.candidate_id)
@@ -246,10 +259,12 @@ def promote(
     record: dict[str, JsonValue],
     accept_cursor: int,
     sealed_record: bytes,
+    prepared_index: indexing.RecordIndex | None = None,
 ) -> None:
     """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
 
-    Shared by policy admission and host adjudication, so both promote identically.
+    Shared by policy admission and host adjudication, so both promote identically; the index
+    entries are computed here unless the caller computed them before the transaction.
     """
     record_id = str(record["record_id"])
     ctx.target_ids.append(record_id)
@@ -275,4 +290,4 @@ def promote(
         ),
         ctx.now_ms,
     )
-    indexing.index_record(tx, ctx, record)
+    indexing.index_record(tx, ctx, record, prepared_index)

@@ -52,6 +52,14 @@ def _check_reconciliation(ctx: CallContext, payload: Mapping[str, Any]) -> None:
         raise ToolError(ErrorCode.UNAUTHORIZED, "reconciliation consent missing")
 
 
+def _duplicate(ctx: CallContext, replay: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A replay answers with the first result's fields; nothing new is decided or written."""
+    candidate_id = str(replay["candidate_id"])
+    if candidate_id not in ctx.target_ids:
+        ctx.target_ids.append(candidate_id)
+    return {**replay, "status": "duplicate_exact"}
+
+
 def capture(
     ctx: CallContext, parsed: ParsedArguments, confirmation: object
 ) -> dict[str, JsonValue]:
@@ -63,12 +71,12 @@ def capture(
     args = parsed.arguments
     check_capture_time_rules(parsed.model, ctx.now_ms)
     op_digest, authz = steps.guard_mutation(ctx, parsed, confirmation, target=None)
-    with ctx.services.database.transaction() as tx:
+    # SPEC §1.8: idempotency before the operation's own decisions, so a replay decides
+    # nothing new; read on a snapshot, outside the writer's lock.
+    with ctx.services.database.reading() as tx:
         replay = steps.stored_result(tx, ctx, op_digest)
     if replay is not None:
-        # A replay answers with the first result's fields; nothing new is decided or written.
-        ctx.target_ids.append(str(replay["candidate_id"]))
-        return {**replay, "status": "duplicate_exact"}
+        return _duplicate(ctx, replay)
 
     payload: Mapping[str, Any] = args["payload"]
     expires_at = _resolve_retention(ctx, payload)
@@ -86,8 +94,11 @@ def capture(
 
     # The key is durable before the transaction opens; a failed transaction leaves an orphan
     # key, which `fresh_key` removes (tools/item_keys.py).
-    with item_keys.fresh_key(ctx, candidate_id) as key:
-        output = _commit(ctx, op_digest, key, effective, evidence, trust, authorization_digest)
+    try:
+        with item_keys.fresh_key(ctx, candidate_id) as key:
+            output = _commit(ctx, op_digest, key, effective, evidence, trust, authorization_digest)
+    except ToolError as error:
+        return _duplicate(ctx, steps.replay_after_race(ctx, op_digest, error))
     item_keys.after_commit(ctx)
     return output
 
@@ -115,8 +126,10 @@ def _commit(
         }
     )
     with ctx.services.database.transaction() as tx:
-        if steps.stored_result(tx, ctx, op_digest) is not None:
-            raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "concurrent first use of key")
+        # Writes are serialized: a racing same-key call that committed first is final here.
+        replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is not None:
+            return _duplicate(ctx, replay)
         cursor = journal.head(tx, ctx.scope_ref)[0] + 1
         record = build_record(
             effective,

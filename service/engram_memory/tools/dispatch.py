@@ -35,8 +35,8 @@ from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import DiscoveryResult
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
-from engram_memory.store.database import StoreUnavailable
-from engram_memory.tools import admission, capture, get, lifecycle, search, steps
+from engram_memory.tools import admission, capture, get, lifecycle, search
+from engram_memory.tools.audit_writer import AuditGroupWriter
 from engram_memory.tools.failures import known_failure
 from engram_memory.tools.runtime import CallContext, Services
 
@@ -84,6 +84,8 @@ class MemoryService:
 
     def __init__(self, services: Services) -> None:
         self.services = services
+        # Reads, replays and refusals write only their audit entry: committed in groups.
+        self._audits = AuditGroupWriter(services.database)
 
     def _bind(self, token: object) -> InvocationContext:
         try:
@@ -153,13 +155,10 @@ class MemoryService:
         """Audit an outcome the tool did not audit itself; False if the entry failed."""
         if ctx.audited:
             return True
-        try:
-            with self.services.database.transaction() as tx:
-                steps.write_audit(tx, ctx, outcome, detail)
-        except StoreUnavailable:
-            log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome)
-            return False
-        return True
+        if self._audits.write(ctx, outcome, detail):
+            return True
+        log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome)
+        return False
 
     def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
         commits_before = self.services.database.commits_on_this_thread()

@@ -19,7 +19,7 @@ def get(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
     record_id = str(args["record_id"])
     ctx.target_ids.append(record_id)
     authz = steps.authorize(ctx)
-    with ctx.services.database.transaction() as tx:
+    with ctx.services.database.reading() as tx:
         as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
         record = reading.revalidated_record(tx, ctx, record_id, as_of)
     if record is None:

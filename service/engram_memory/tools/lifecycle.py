@@ -15,6 +15,7 @@ from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
+from engram_memory.store.database import Transaction
 from engram_memory.tools import indexing, item_keys, steps
 from engram_memory.tools.runtime import CallContext
 
@@ -56,42 +57,60 @@ def withdraw(
     )
     ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
+        # Checked in the write transaction (writes are serialized): a racing call with the
+        # same key that committed first is replayed, never refused as ALREADY_TERMINAL.
         replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is None:
+            output, ended = _commit_withdraw(tx, ctx, parsed, authz, op_digest)
     if replay is not None:
         # Retry the promised destruction; report the truth of the key files now.
         destroyed = item_keys.carry_out(ctx, [candidate_id])
         return _key_status({**replay, "replayed": True}, destroyed)
-    with ctx.services.database.transaction() as tx:
-        candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
-        if candidate is None:
-            raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown or foreign")
-        next_state("withdraw", candidate.state)
-        event = journal.append(
-            tx,
-            ctx.scope_ref,
-            event_id=f"withdraw:{candidate_id}",
-            operation="withdraw",
-            target_id=candidate_id,
-            fields={
-                "digests": {
-                    "reason_digest": digest(
-                        "reason", {"reason_ref": parsed.arguments["reason_ref"]}
-                    )
-                },
-                "recorded_at": ctx.now_instant,
-                "principal_ref": ctx.principal_ref,
-            },
-        )
-        memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
-        ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
-        output: dict[str, JsonValue] = {
-            "receipt": _receipt(ctx, authz, event, op_digest, ("withdraw", "pending", "withdrawn")),
-            "replayed": False,
-            "key_destruction": "pending",
-        }
-        steps.remember_result(tx, ctx, op_digest, output)
-        steps.write_audit(tx, ctx, "ok")
     return _key_status(output, item_keys.after_commit(ctx, ended))
+
+
+def _commit_withdraw(
+    tx: Transaction,
+    ctx: CallContext,
+    parsed: ParsedArguments,
+    authz: AuthzResult,
+    op_digest: str,
+) -> tuple[dict[str, JsonValue], list[str]]:
+    """The withdraw transition, its key's promised destruction, its idempotency result and
+    audit entry, in `tx`. Returns the output and the items whose keys `after_commit` destroys.
+
+    Raises:
+        ToolError: NOT_FOUND (unknown or foreign), ALREADY_TERMINAL / ILLEGAL_TRANSITION.
+    """
+    candidate_id = str(parsed.arguments["candidate_id"])
+    candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+    if candidate is None:
+        raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown or foreign")
+    next_state("withdraw", candidate.state)
+    event = journal.append(
+        tx,
+        ctx.scope_ref,
+        event_id=f"withdraw:{candidate_id}",
+        operation="withdraw",
+        target_id=candidate_id,
+        fields={
+            "digests": {
+                "reason_digest": digest("reason", {"reason_ref": parsed.arguments["reason_ref"]})
+            },
+            "recorded_at": ctx.now_instant,
+            "principal_ref": ctx.principal_ref,
+        },
+    )
+    memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
+    ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
+    output: dict[str, JsonValue] = {
+        "receipt": _receipt(ctx, authz, event, op_digest, ("withdraw", "pending", "withdrawn")),
+        "replayed": False,
+        "key_destruction": "pending",
+    }
+    steps.remember_result(tx, ctx, op_digest, output)
+    steps.write_audit(tx, ctx, "ok")
+    return output, ended
 
 
 def _key_status(output: dict[str, JsonValue], destroyed: bool) -> dict[str, JsonValue]:
@@ -129,43 +148,60 @@ def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> d
     )
     ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
+        # As for withdraw: a racing same-key call that committed first is replayed here.
         replay = steps.stored_result(tx, ctx, op_digest)
+        if replay is None:
+            output, ended = _commit_forget(tx, ctx, parsed, authz, op_digest)
     if replay is not None:
         # The record's key and its source candidate's key: either could open the content.
         destroyed = item_keys.carry_out(ctx, item_keys.keys_of_record(ctx, record_id))
         return _coverage({**replay, "replayed": True}, record_id, destroyed)
-    with ctx.services.database.transaction() as tx:
-        record = memory.get_record(tx, ctx.scope_ref, record_id)
-        if record is None:
-            raise ToolError(ErrorCode.NOT_FOUND, "record unknown or foreign")
-        next_state("tombstone", record.state)
-        event = journal.append(
-            tx,
-            ctx.scope_ref,
-            event_id=f"tombstone:{record_id}",
-            operation="tombstone",
-            target_id=record_id,
-            fields={
-                "digests": {
-                    "record_digest": record.record_digest,
-                    "reason_digest": digest(
-                        "reason", {"reason_ref": parsed.arguments["reason_ref"]}
-                    ),
-                },
-                "recorded_at": ctx.now_instant,
-                "principal_ref": ctx.principal_ref,
-            },
-        )
-        memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
-        indexing.purge_record(tx, ctx, record_id)
-        ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
-        output: dict[str, JsonValue] = {
-            "receipt": _receipt(
-                ctx, authz, event, op_digest, ("tombstone", record.state, "tombstoned")
-            ),
-            "replayed": False,
-            "projection_invalidation": "pending",
-        }
-        steps.remember_result(tx, ctx, op_digest, output)
-        steps.write_audit(tx, ctx, "ok")
     return _coverage(output, record_id, item_keys.after_commit(ctx, ended))
+
+
+def _commit_forget(
+    tx: Transaction,
+    ctx: CallContext,
+    parsed: ParsedArguments,
+    authz: AuthzResult,
+    op_digest: str,
+) -> tuple[dict[str, JsonValue], list[str]]:
+    """The tombstone, the index purge, the promised key destructions, the idempotency result
+    and audit entry, in `tx`. Returns the output and the items `after_commit` destroys.
+
+    Raises:
+        ToolError: NOT_FOUND (unknown or foreign), ALREADY_TERMINAL / ILLEGAL_TRANSITION.
+    """
+    record_id = str(parsed.arguments["record_id"])
+    record = memory.get_record(tx, ctx.scope_ref, record_id)
+    if record is None:
+        raise ToolError(ErrorCode.NOT_FOUND, "record unknown or foreign")
+    next_state("tombstone", record.state)
+    event = journal.append(
+        tx,
+        ctx.scope_ref,
+        event_id=f"tombstone:{record_id}",
+        operation="tombstone",
+        target_id=record_id,
+        fields={
+            "digests": {
+                "record_digest": record.record_digest,
+                "reason_digest": digest("reason", {"reason_ref": parsed.arguments["reason_ref"]}),
+            },
+            "recorded_at": ctx.now_instant,
+            "principal_ref": ctx.principal_ref,
+        },
+    )
+    memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
+    indexing.purge_record(tx, ctx, record_id)
+    ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
+    output: dict[str, JsonValue] = {
+        "receipt": _receipt(
+            ctx, authz, event, op_digest, ("tombstone", record.state, "tombstoned")
+        ),
+        "replayed": False,
+        "projection_invalidation": "pending",
+    }
+    steps.remember_result(tx, ctx, op_digest, output)
+    steps.write_audit(tx, ctx, "ok")
+    return output, ended

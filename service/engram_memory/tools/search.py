@@ -120,7 +120,7 @@ def search(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
     authz = steps.authorize(ctx)
     binding = page_binding(params, scope_ref=ctx.scope_ref, principal=ctx.invocation.principal)
     terms = query_terms(params.query, indexing.scope_term_key(ctx))
-    with ctx.services.database.transaction() as tx:
+    with ctx.services.database.reading() as tx:
         as_of, pinned = _pinned(ctx, tx, args.get("page_cursor"), binding)
         statistics, matching, eligible_ids = _statistics_and_postings(tx, ctx, terms, as_of)
         ranked = rank_from_statistics(statistics, matching, terms, as_of.valid_as_of)

@@ -131,6 +131,25 @@ def stored_result(tx: Transaction, ctx: CallContext, op_digest: str) -> dict[str
     return result
 
 
+def replay_after_race(ctx: CallContext, op_digest: str, error: ToolError) -> dict[str, JsonValue]:
+    """The stored first result when `error` is MUTATION_OUTCOME_UNKNOWN because a racing
+    call with the same key held or committed the item meanwhile (`item_keys.fresh_key`).
+
+    Racing same-key calls get the replay once the first committed (issue 7, item 5); while
+    it is still in flight, MUTATION_OUTCOME_UNKNOWN stands and a retry will replay.
+
+    Raises:
+        ToolError: `error` itself, unless a committed result of this key exists now.
+    """
+    if error.code is not ErrorCode.MUTATION_OUTCOME_UNKNOWN:
+        raise error
+    with ctx.services.database.reading() as tx:
+        replay = stored_result(tx, ctx, op_digest)
+    if replay is None:
+        raise error
+    return replay
+
+
 def remember_result(
     tx: Transaction, ctx: CallContext, op_digest: str, result: Mapping[str, JsonValue]
 ) -> None:

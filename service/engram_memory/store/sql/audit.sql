@@ -1,5 +1,7 @@
 -- name: head
-SELECT sequence, entry_hash FROM audit_entries ORDER BY sequence DESC LIMIT 1;
+-- The max comes from column statistics and the row through the primary key's index.
+SELECT sequence, entry_hash FROM audit_entries
+WHERE sequence = (SELECT max(sequence) FROM audit_entries);
 
 -- name: insert
 INSERT INTO audit_entries
@@ -14,11 +16,14 @@ SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, ses
        detail, previous_hash, entry_hash
 FROM audit_entries ORDER BY sequence;
 
--- name: insert_receipt
+-- name: insert_receipts
+-- All of one call's receipts in one statement: parallel lists unnested row-wise.
 INSERT INTO decision_receipts
     (decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,
      bundle_digest, engine_id, engine_version, reasons_json, decided_at_ms, receipt_digest)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]);
 
 -- name: scan_receipts
 SELECT decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,

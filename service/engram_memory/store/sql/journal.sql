@@ -1,10 +1,12 @@
 -- name: head
-SELECT cursor, event_hash FROM journal_events
-WHERE scope_ref = ? ORDER BY cursor DESC LIMIT 1;
+-- One pass without a sort (ORDER BY ... LIMIT 1 scanned the table twice); still a scan of
+-- the scope: the writer's head cache answers this in the hot path.
+SELECT max(cursor), arg_max(event_hash, cursor) FROM journal_events WHERE scope_ref = ?;
 
 -- name: by_event_id
-SELECT cursor, event_json, event_hash, intent_digest FROM journal_events
-WHERE scope_ref = ? AND event_id = ?;
+-- By the indexed event_id alone; the caller keeps the row of its scope.
+SELECT cursor, event_json, event_hash, intent_digest, scope_ref FROM journal_events
+WHERE event_id = ?;
 
 -- name: insert
 INSERT INTO journal_events

@@ -5,9 +5,11 @@ INSERT INTO candidates
 VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_candidate
+-- Point lookups filter on their one indexed column only (an index scan needs exactly that);
+-- the caller keeps the row of its own scope (see 0005_point_lookup_indexes.sql).
 SELECT candidate_id, state, principal_ref, payload_digest, guard_digest, record_digest, record_id,
-       capture_cursor, sealed_body
-FROM candidates WHERE scope_ref = ? AND candidate_id = ?;
+       capture_cursor, sealed_body, scope_ref
+FROM candidates WHERE candidate_id = ?;
 
 -- name: set_candidate_state
 UPDATE candidates SET state = ?, updated_at_ms = ? WHERE scope_ref = ? AND candidate_id = ?;
@@ -20,8 +22,8 @@ VALUES (?, ?, ?, 'accepted_current', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: get_record
 SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_cursor, accept_cursor,
-       valid_t, valid_t_end, expires_at_ms, sealed_body
-FROM records WHERE scope_ref = ? AND record_id = ?;
+       valid_t, valid_t_end, expires_at_ms, sealed_body, scope_ref
+FROM records WHERE record_id = ?;
 
 -- name: get_records
 SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_cursor, accept_cursor,
@@ -32,7 +34,7 @@ FROM records WHERE scope_ref = ? AND list_contains(?, record_id);
 UPDATE records SET state = ?, successor_id = ?, updated_at_ms = ? WHERE scope_ref = ? AND record_id = ?;
 
 -- name: get_successor
-SELECT successor_id FROM records WHERE scope_ref = ? AND record_id = ?;
+SELECT successor_id, scope_ref FROM records WHERE record_id = ?;
 
 -- name: expired_records
 SELECT record_id FROM records
@@ -51,8 +53,14 @@ WHERE scope_ref = ? AND state = 'tombstoned' AND (payload_digest = ? OR guard_di
 -- name: insert_document
 INSERT INTO lexical_documents (scope_ref, record_id, field_lengths_json, valid_t_end) VALUES (?, ?, ?, ?);
 
--- name: insert_posting
-INSERT INTO lexical_postings (scope_ref, term_hash, record_id, field, tf) VALUES (?, ?, ?, ?, ?);
+-- name: insert_postings
+-- All of a record's postings in one statement (a ~1 MiB record has tens of thousands; row by
+-- row they held the writer for seconds). Terms, fields and counts arrive as three
+-- space-separated strings (hex hashes, field names, integers: none holds a space), which
+-- DuckDB binds and splits far faster than three lists of that many Python strings.
+INSERT INTO lexical_postings (scope_ref, term_hash, record_id, field, tf)
+SELECT ?, unnest(string_split(?, ' ')), ?, unnest(string_split(?, ' ')),
+       unnest(string_split(?, ' ')::INTEGER[]);
 
 -- name: delete_document
 DELETE FROM lexical_documents WHERE scope_ref = ? AND record_id = ?;
@@ -75,8 +83,8 @@ SELECT term_hash, record_id, field, tf FROM lexical_postings
 WHERE scope_ref = ? AND list_contains(?, term_hash);
 
 -- name: get_idempotency
-SELECT tool, operation_digest, state, result_json FROM idempotency
-WHERE scope_ref = ? AND principal_ref = ? AND key_digest = ?;
+SELECT tool, operation_digest, state, result_json, scope_ref, principal_ref FROM idempotency
+WHERE key_digest = ?;
 
 -- name: put_idempotency
 INSERT INTO idempotency (scope_ref, principal_ref, key_digest, tool, operation_digest, state, result_json, created_at_ms)

@@ -1,0 +1,113 @@
+"""One open DuckDB transaction: statement helpers, and the chain heads as it sees them.
+
+Driver errors are mapped by the owning `Database` (`driver_failure`), the one boundary where
+DuckDB text stops. A read snapshot (`Database.reading()`) gets a transaction that refuses to
+write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from engram_memory.store.heads import ChainHeads, Head
+
+if TYPE_CHECKING:
+    from engram_memory.store.database import Database
+
+
+class Transaction:
+    """Statement helpers bound to the open transaction; driver errors are mapped by the store.
+
+    It also carries the chain heads as this transaction sees them: the committed ones plus
+    what it appended (journal.append / audit.append report their new heads here).
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        connection: duckdb.DuckDBPyConnection,
+        heads: ChainHeads,
+        *,
+        writable: bool = True,
+    ) -> None:
+        self._database = database
+        self._connection = connection
+        self._writable = writable
+        self._committed_heads = heads
+        self._audit_head: Head | None = None
+        self._journal_heads: dict[str, Head] = {}
+        # Statements go through execute/executemany; fetch* only read.
+        self.wrote = False
+
+    def audit_head(self) -> Head:
+        """(sequence, entry hash) of the last audit entry, this transaction's included."""
+        return self._committed_heads.audit if self._audit_head is None else self._audit_head
+
+    def journal_head(self, scope_ref: str) -> Head:
+        """(cursor, event hash) of the scope's last event, this transaction's included."""
+        pending = self._journal_heads.get(scope_ref)
+        return self._committed_heads.journal_head(scope_ref) if pending is None else pending
+
+    def moved_audit_head(self, head: Head) -> None:
+        self._audit_head = head
+
+    def moved_journal_head(self, scope_ref: str, head: Head) -> None:
+        self._journal_heads[scope_ref] = head
+
+    def moved_heads(self) -> tuple[Head | None, dict[str, Head]]:
+        return self._audit_head, dict(self._journal_heads)
+
+    def _will_write(self) -> None:
+        if not self._writable:
+            # A programming error, never an outcome: a snapshot must not write. (Imported
+            # here: database.py defines the store's errors and imports this module.)
+            from engram_memory.store.database import StoreUnavailable
+
+            raise StoreUnavailable("write attempted in a read snapshot")
+        self.wrote = True
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._will_write()
+        try:
+            self._connection.execute(sql, list(params))
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "statement failed") from exc
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        self._will_write()
+        try:
+            self._connection.executemany(sql, [list(row) for row in rows])
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "statement failed") from exc
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return self._connection.execute(sql, list(params)).fetchall()
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "query failed") from exc
+
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        try:
+            return self._connection.execute(sql, list(params)).fetchone()
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "query failed") from exc
+
+    def count_rows(self, sql: str, batch: int = 4096) -> int:
+        """Run a query and read every row of its result in batches; return how many.
+
+        Raises:
+            StoreCorrupt / StoreUnavailable: as for every statement.
+        """
+        rows = 0
+        try:
+            result = self._connection.execute(sql)
+            while chunk := result.fetchmany(batch):
+                rows += len(chunk)
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "query failed") from exc
+        return rows

@@ -1,0 +1,88 @@
+"""Group commit for the audit entries of reads, replays and refusals.
+
+Those calls write nothing but their audit entry. Each used to take the writer for a
+transaction of its own (BEGIN, append, COMMIT with its fsync); under concurrent calls they now
+share one: the first caller to arrive leads, appends every entry waiting at that moment in one
+transaction, commits once, and only then releases the callers it wrote for. No caller returns
+before its entry is durable, so no acknowledged call lacks its entry; if the transaction fails,
+every caller of that batch fails (fail closed) and none of their entries exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from engram_memory.store.database import Database, StoreUnavailable
+from engram_memory.tools import steps
+from engram_memory.tools.runtime import CallContext
+
+log = logging.getLogger("engram_memory.calls")
+
+
+@dataclass
+class _Entry:
+    ctx: CallContext
+    outcome: str
+    detail: str
+    done: threading.Event = field(default_factory=threading.Event)
+    written: bool = False
+    # Set when the previous leader hands the next batch to this caller.
+    leads: bool = False
+
+
+class AuditGroupWriter:
+    """Leader/follower group commit over the one writer (no background thread)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._state = threading.Lock()
+        self._waiting: list[_Entry] = []
+        self._leading = False
+
+    def write(self, ctx: CallContext, outcome: str, detail: str) -> bool:
+        """Append this call's audit entry durably; False if it could not be written."""
+        entry = _Entry(ctx, outcome, detail)
+        with self._state:
+            self._waiting.append(entry)
+            entry.leads = not self._leading
+            self._leading = True
+        if not entry.leads:
+            entry.done.wait()
+            if not entry.leads:
+                return entry.written
+        self._lead()
+        return entry.written
+
+    def _lead(self) -> None:
+        with self._state:
+            batch, self._waiting = self._waiting, []
+        written = self._commit(batch)
+        for entry in batch:
+            entry.written = written
+        with self._state:
+            successor = self._waiting[0] if self._waiting else None
+            if successor is None:
+                self._leading = False
+            else:
+                successor.leads = True
+        for entry in batch:
+            entry.done.set()
+        if successor is not None:
+            successor.done.set()
+
+    def _commit(self, batch: list[_Entry]) -> bool:
+        try:
+            with self._database.transaction() as tx:
+                for entry in batch:
+                    steps.write_audit(tx, entry.ctx, entry.outcome, entry.detail)
+        except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
+            # StoreUnavailable is the expected case; anything else must not strand followers.
+            if not isinstance(exc, StoreUnavailable):
+                log.error("unexpected %s in the audit group commit", type(exc).__name__)
+            log.error("audit write failed entries=%d", len(batch))
+            for entry in batch:
+                entry.ctx.audited = False
+            return False
+        return True
