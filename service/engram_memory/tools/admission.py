@@ -100,9 +100,14 @@ def request_admission(
 
     if outcome == "accept":
         # The record's key is durable before the transaction opens (tools/item_keys.py).
-        with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
-            sealed = key.seal(record)
-            output = _commit(ctx, candidate, record, decision, outcome, op_digest, sealed, prepared)
+        try:
+            with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
+                sealed = key.seal(record)
+                output = _commit(
+                    ctx, candidate, record, decision, outcome, op_digest, sealed, prepared
+                )
+        except ToolError as error:
+            return {**steps.replay_after_race(ctx, op_digest, error), "replayed": True}
     else:
         output = _commit(ctx, candidate, record, decision, outcome, op_digest, None, None)
     # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
