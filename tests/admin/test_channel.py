@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,22 @@ def test_a_runtime_directory_others_can_enter_is_refused(
         runtime_directory()
     (tmp_path / "engram-memory").chmod(0o700)
     assert runtime_directory() == tmp_path / "engram-memory"
+
+
+def test_a_server_that_hangs_up_before_reading_is_reported_as_a_refusal(tmp_path: Path) -> None:
+    """An older server closed on a foreign peer unread: the client's broken pipe or reset
+    is that refusal, never a raw exception."""
+    command = AdminCommand.from_values("history", DANA, {"target_id": "x"})
+    path = channel_path(tmp_path / "data")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        hang_up = threading.Thread(target=lambda: listener.accept()[0].close())
+        hang_up.start()
+        try:
+            with pytest.raises(ToolError) as refused:
+                send_command(tmp_path / "data", command, lambda _line: None)
+        finally:
+            hang_up.join(timeout=10)
+            path.unlink(missing_ok=True)
+    assert refused.value.code is ErrorCode.UNAUTHORIZED

@@ -93,12 +93,17 @@ class _Handler(socketserver.StreamRequestHandler):
     timeout = REQUEST_TIMEOUT_S
 
     def handle(self) -> None:
+        # The request is read before a foreign peer is refused: closing on an unread request
+        # would reset the connection, and the peer would see a broken pipe, not the refusal.
+        try:
+            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+        except OSError:
+            return  # the peer went away before it finished asking
         if peer_uid(self.connection) != self.server.allowed_uid:
             self._send({"ok": False, "code": ErrorCode.UNAUTHORIZED.name})
             log.warning("maintenance channel: refused a connection from another user")
             return
         try:
-            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
             if len(line) > MAX_REQUEST_BYTES:
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "request too large")
             try:
@@ -183,14 +188,19 @@ def send_command(
             connection.connect(str(path))
         except (FileNotFoundError, ConnectionRefusedError):
             return None  # no server, or a dead one's socket: the admin opens the store
-        connection.sendall(json.dumps(command.as_json()).encode() + b"\n")
-        with connection.makefile("rb") as replies:
-            for line in replies:
-                reply = json.loads(line)
-                if "progress" in reply:
-                    progress(str(reply["progress"]))
-                    continue
-                return _final(reply)
+        try:
+            connection.sendall(json.dumps(command.as_json()).encode() + b"\n")
+            with connection.makefile("rb") as replies:
+                for line in replies:
+                    reply = json.loads(line)
+                    if "progress" in reply:
+                        progress(str(reply["progress"]))
+                        continue
+                    return _final(reply)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # The server closes on a peer it refuses; if that close overtook our request,
+            # the refusal is all this error can mean.
+            raise ToolError(ErrorCode.UNAUTHORIZED, "the server refused the channel") from exc
     finally:
         connection.close()
     raise ToolError(ErrorCode.STORE_UNAVAILABLE, "the server closed the channel mid-command")
