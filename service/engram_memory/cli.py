@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 from engram_memory.contract.errors import ConfigurationError, EngramError
 
@@ -23,7 +25,9 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
+    from engram_memory.http_serving import listen
     from engram_memory.mcp_server import http_server, serve_stdio
+    from engram_memory.stopping import GracefulStop
 
     config = load_config(
         {
@@ -33,19 +37,59 @@ def _serve(args: argparse.Namespace) -> int:
             "policy": args.policy,
             "bundle": args.bundle,
             "memory_enabled": "true" if args.enable_memory else None,
+            "drain_seconds": args.drain_seconds,
         }
     )
-    with open_service(config) as service, maintenance_channel(service.services, config.data_dir):
-        if args.transport == "stdio":
-            anyio.run(serve_stdio, service)
-        else:
-            server = http_server(service, args.host, args.port)
-            print(
-                f"engram-memory: streamable HTTP on http://{args.host}:{args.port}/mcp",
-                file=sys.stderr,
-            )
-            server.run()
+    listener = None
+    if args.transport == "http":
+        # Before the store opens: a taken port must cost nothing and say so plainly.
+        try:
+            listener = listen(args.host, args.port)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+    stop = GracefulStop(config.drain_seconds)
+    stop.on_begin(
+        lambda: _say(
+            f"stopping: {stop.in_flight} call(s) in flight, waiting up to {stop.drain_seconds:g} s"
+        )
+    )
+    # Until a transport serves, a stop signal unwinds startup (closing what is open).
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
+    try:
+        with (
+            open_service(config) as service,
+            maintenance_channel(service.services, config.data_dir, stop=stop),
+        ):
+            stop.on_begin(service.services.settings.failpoints.release_paused)
+            if args.transport == "stdio":
+                anyio.run(serve_stdio, service, stop)
+            else:
+                assert listener is not None
+                http_server(service, args.host, args.port, stop).run(sockets=[listener])
+            # While closing, a further signal only cuts the remaining drain short.
+            for sig in _STOP_SIGNALS:
+                signal.signal(sig, lambda _sig, _frame: stop.request())
+    except KeyboardInterrupt:
+        _say("stopped before serving")
+        return 0
+    finally:
+        if listener is not None:
+            listener.close()
+    _say("stopped")
     return 0
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _interrupt(_sig: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(line: str) -> None:
+    print(f"engram-memory: {line}", file=sys.stderr, flush=True)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -92,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--policy", help="ENGRAM_POLICY: 'embedded' or an OPA URL")
     serve.add_argument("--bundle", help="ENGRAM_BUNDLE: policy bundle directory")
     serve.add_argument("--enable-memory", action="store_true", help="ENGRAM_MEMORY_ENABLED=true")
+    serve.add_argument("--drain-seconds", help="ENGRAM_DRAIN_SECONDS")
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")

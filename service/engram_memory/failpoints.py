@@ -8,7 +8,9 @@
 - `pause_before_commit:<tool>`: the call stops at its last check before its write
   transaction and waits (at most `PAUSE_LIMIT_S`) until the client cancels it, announcing
   the pause on the `engram_memory.failpoints` log. It proves that a cancellation arriving
-  before commit leaves nothing written (`CANCELLED`, SPEC §1.8).
+  before commit leaves nothing written (`CANCELLED`, SPEC §1.8). A graceful stop releases
+  the pause instead (the call goes on to commit), to prove that a stop lets a call in flight
+  finish (stopping.py).
 
 Each arming fires once and then disarms itself. Arm them in tests with `arm(name, tool)`, or
 for a real server process with `ENGRAM_UNSAFE_FAILPOINTS=<name>:<tool>[,...]`, read once
@@ -22,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
@@ -55,6 +58,7 @@ class UnsafeFailpoints:
     def __init__(self) -> None:
         self._armed: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
+        self._released = threading.Event()
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> UnsafeFailpoints:
@@ -115,7 +119,16 @@ class UnsafeFailpoints:
         if cancellation is None or not self._fire(PAUSE_BEFORE_COMMIT, tool):
             return
         log.warning("UNSAFE failpoint %s:%s paused until cancelled", PAUSE_BEFORE_COMMIT, tool)
-        cancelled = cancellation.wait(PAUSE_LIMIT_S)
+        limit = time.monotonic() + PAUSE_LIMIT_S
+        # Two events end the pause; a short poll keeps this test-only wait simple.
+        while not self._released.is_set() and time.monotonic() < limit:
+            if cancellation.wait(0.05):
+                break
+        cancelled = cancellation.is_set()
         log.warning(
             "UNSAFE failpoint %s:%s resumed, cancelled=%s", PAUSE_BEFORE_COMMIT, tool, cancelled
         )
+
+    def release_paused(self) -> None:
+        """End every pause now and from now on (a graceful stop began): calls go on."""
+        self._released.set()

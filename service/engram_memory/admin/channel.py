@@ -36,6 +36,7 @@ from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.stopping import GracefulStop
 from engram_memory.tools.runtime import Services
 
 log = logging.getLogger("engram_memory.admin.channel")
@@ -103,6 +104,11 @@ class _Handler(socketserver.StreamRequestHandler):
             self._send({"ok": False, "code": ErrorCode.UNAUTHORIZED.name})
             log.warning("maintenance channel: refused a connection from another user")
             return
+        call = object()
+        if not self.server.stop.admit(call):
+            # Stopping: retriable, the next server takes it.
+            self._send({"ok": False, "code": ErrorCode.STORE_UNAVAILABLE.name})
+            return
         try:
             if len(line) > MAX_REQUEST_BYTES:
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "request too large")
@@ -123,6 +129,8 @@ class _Handler(socketserver.StreamRequestHandler):
             self._send({"ok": False, "code": ErrorCode.CAPABILITY_UNAVAILABLE.name})
         else:
             self._send({"ok": True, "value": value})
+        finally:
+            self.server.stop.leave(call)
 
     def _progress(self, line: str) -> None:
         self._send({"progress": line})
@@ -136,25 +144,36 @@ class _Handler(socketserver.StreamRequestHandler):
 class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: Path, services: Services, allowed_uid: int) -> None:
+    def __init__(
+        self, path: Path, services: Services, allowed_uid: int, stop: GracefulStop
+    ) -> None:
         self.services = services
         self.allowed_uid = allowed_uid
+        self.stop = stop
         super().__init__(str(path), _Handler)
 
 
 @contextmanager
 def maintenance_channel(
-    services: Services, data_dir: Path, *, allowed_uid: int | None = None
+    services: Services,
+    data_dir: Path,
+    *,
+    allowed_uid: int | None = None,
+    stop: GracefulStop | None = None,
 ) -> Iterator[Path]:
     """Serve admin commands for `services` while the block runs; yields the socket path.
 
     Call it only while holding the store (the DuckDB lock proves no other server serves
-    `data_dir`, so a socket already there is a dead server's and is replaced).
+    `data_dir`, so a socket already there is a dead server's and is replaced). On exit the
+    stop begins (if it has not): no new command is taken, the running ones get the rest of
+    the drain bound, then the socket is removed.
     """
+    stop = stop or GracefulStop()
     path = channel_path(data_dir)
     with suppress(FileNotFoundError):
         path.unlink()
-    server = _ChannelServer(path, services, os.getuid() if allowed_uid is None else allowed_uid)
+    uid = os.getuid() if allowed_uid is None else allowed_uid
+    server = _ChannelServer(path, services, uid, stop)
     path.chmod(0o600)
     thread = threading.Thread(
         target=server.serve_forever, name="engram-maintenance-channel", daemon=True
@@ -163,7 +182,9 @@ def maintenance_channel(
     try:
         yield path
     finally:
-        server.shutdown()
+        stop.begin()
+        server.shutdown()  # accepts no further connection
+        stop.wait_drained()
         server.server_close()
         with suppress(FileNotFoundError):
             path.unlink()

@@ -8,6 +8,7 @@ boundary, to `StoreUnavailable`; nothing above this module sees driver text.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -21,6 +22,8 @@ import duckdb
 
 from engram_memory.contract.errors import EngramError
 from engram_memory.durable_files import fsync_directory, shred
+
+log = logging.getLogger("engram_memory.store")
 
 DATABASE_FILE = "engram.duckdb"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
@@ -68,6 +71,7 @@ class Database:
     def __init__(self, connection: duckdb.DuckDBPyConnection, path: Path) -> None:
         self._connection = connection
         self.path = path
+        self.read_only = False
         self._lock = threading.RLock()
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
@@ -87,13 +91,23 @@ class Database:
         except (duckdb.Error, OSError) as exc:
             raise StoreUnavailable("cannot open the store file") from exc
         database = cls(connection, data_dir / DATABASE_FILE)
+        database.read_only = read_only
         if not read_only:
             database._migrate()
         database._check_version()
         return database
 
     def close(self) -> None:
+        """Fold the WAL into the file, then close: the next start replays nothing.
+
+        A failed checkpoint is logged and the close goes on (the WAL stays and is replayed).
+        """
         with self._lock:
+            try:
+                if not self.read_only:
+                    self._connection.execute("CHECKPOINT")
+            except duckdb.Error:
+                log.warning("store: checkpoint at close failed; the next start replays the WAL")
             self._connection.close()
 
     def _migrate(self) -> None:
