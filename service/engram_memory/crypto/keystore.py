@@ -26,6 +26,7 @@ from pathlib import Path
 
 from engram_memory.contract.errors import EngramError
 from engram_memory.crypto import keyfile
+from engram_memory.crypto.destruction_pause import DestructionPause
 from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
 from engram_memory.durable_files import fsync_directory, shred
 
@@ -103,6 +104,7 @@ class KeyStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.destructions = DestructionPause()  # a backup's key copy holds them back
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
@@ -263,7 +265,7 @@ class KeyStore:
         if not path.parent.is_dir():
             return True
         try:
-            with self.shard_lock(path.parent, exclusive=False):
+            with self.destructions.destroying(), self.shard_lock(path.parent, exclusive=False):
                 return shred(path)
         except KeyStoreUnavailable:
             return False

@@ -12,11 +12,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -28,6 +28,8 @@ log = logging.getLogger("engram_memory.store")
 DATABASE_FILE = "engram.duckdb"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+_SNAPSHOT_ALIAS = "engram_snapshot"
+_T = TypeVar("_T")
 
 
 class StoreUnavailable(EngramError):
@@ -190,6 +192,41 @@ class Database:
             self._connection = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
             raise StoreUnavailable("cannot reopen the store file") from exc
+
+    def copy_snapshot(self, target: Path, read: Callable[[Transaction], _T]) -> _T:
+        """Copy the store as of one instant into a new DuckDB file `target`, and run `read`
+        in that same instant (chain heads, live items); returns what `read` returned.
+
+        The copy runs on its own cursor in one read transaction, so writers go on (MVCC)
+        and nothing they commit meanwhile is in the copy or seen by `read`.
+
+        Raises:
+            StoreUnavailable: the copy failed (`target` may be left for the caller to shred).
+        """
+        with self._lock:  # the connection is shared; a cursor of it is not
+            cursor = self._connection.cursor()
+        quoted = str(target).replace("'", "''")
+        try:
+            cursor.execute(f"ATTACH '{quoted}' AS {_SNAPSHOT_ALIAS}")
+            try:
+                cursor.execute("BEGIN TRANSACTION")
+                result = read(Transaction(cursor))
+                row = cursor.execute("SELECT current_database()").fetchone()
+                source = str(row[0]) if row else ""
+                cursor.execute(f'COPY FROM DATABASE "{source}" TO {_SNAPSHOT_ALIAS}')
+                cursor.execute("COMMIT")
+            except BaseException:
+                with suppress(duckdb.Error):
+                    cursor.execute("ROLLBACK")
+                raise
+            finally:
+                with suppress(duckdb.Error):
+                    cursor.execute(f"DETACH DATABASE IF EXISTS {_SNAPSHOT_ALIAS}")
+        except duckdb.Error as exc:
+            raise StoreUnavailable("snapshot copy failed") from exc
+        finally:
+            cursor.close()
+        return result
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
