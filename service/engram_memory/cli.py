@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
         }
     )
+    if not config.memory_enabled:
+        _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
     listener = None
     if args.transport == "http":
         # Before the store opens: a taken port must cost nothing and say so plainly.
@@ -84,6 +87,14 @@ def _serve(args: argparse.Namespace) -> int:
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _memory_switch(args: argparse.Namespace) -> str:
+    """Which switch left memory off (only called when it is off)."""
+    value = os.environ.get("ENGRAM_MEMORY_ENABLED")
+    if value is None:
+        return "ENGRAM_MEMORY_ENABLED is not set and --enable-memory was not given"
+    return f"ENGRAM_MEMORY_ENABLED={value}"
+
+
 def _interrupt(_sig: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -126,22 +137,68 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the MCP server (stdio or streamable HTTP)")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--data-dir", help="ENGRAM_DATA_DIR (default ./.engram)")
-    serve.add_argument("--host-keys", help="ENGRAM_HOST_KEYS: trusted host public keys (PEM/JWKS)")
-    serve.add_argument("--root-key", help="ENGRAM_ROOT_KEY: root key file (mode 0600)")
-    serve.add_argument("--policy", help="ENGRAM_POLICY: 'embedded' or an OPA URL")
-    serve.add_argument("--bundle", help="ENGRAM_BUNDLE: policy bundle directory")
-    serve.add_argument("--enable-memory", action="store_true", help="ENGRAM_MEMORY_ENABLED=true")
-    serve.add_argument("--drain-seconds", help="ENGRAM_DRAIN_SECONDS")
+    serve = sub.add_parser(
+        "serve",
+        help="run the MCP server (stdio or streamable HTTP)",
+        description="Run the MCP server. Each flag overrides its environment variable; "
+        "SIGTERM or SIGINT stops gracefully (calls in flight answer first, the store is "
+        "checkpointed and closed, exit 0).",
+    )
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio, or streamable HTTP at http://HOST:PORT/mcp (default: stdio)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on with http (default: 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8765, help="port to listen on with http (default: 8765)"
+    )
+    serve.add_argument(
+        "--data-dir", help="store and key directory (env ENGRAM_DATA_DIR; default: ./.engram)"
+    )
+    serve.add_argument(
+        "--host-keys",
+        help="trusted host public keys, PEM bundle or JWKS (env ENGRAM_HOST_KEYS; required)",
+    )
+    serve.add_argument(
+        "--root-key", help="root key file, mode 0600 (env ENGRAM_ROOT_KEY; required)"
+    )
+    serve.add_argument(
+        "--policy",
+        help="'embedded' (in-process Wasm), 'opa-spawn' (a private OPA server; needs the OPA "
+        "binary, found via ENGRAM_OPA_BIN or PATH) or an OPA URL http(s)://host:port "
+        "(env ENGRAM_POLICY; default: embedded)",
+    )
+    serve.add_argument(
+        "--bundle",
+        help="policy bundle directory (env ENGRAM_BUNDLE; default: the bundle shipped in "
+        "the package)",
+    )
+    serve.add_argument(
+        "--enable-memory",
+        action="store_true",
+        help="offer the memory tools, the host opt-in (env ENGRAM_MEMORY_ENABLED=true; "
+        "default: off)",
+    )
+    serve.add_argument(
+        "--drain-seconds",
+        help="how long a stop waits for calls in flight before abandoning them "
+        "(env ENGRAM_DRAIN_SECONDS; default: 10)",
+    )
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")
-    demo.add_argument("--workdir", default=".engram-demo", help="where keys and the store go")
-    demo.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    demo.add_argument(
+        "--workdir",
+        default=".engram-demo",
+        help="where keys and the store go (default: .engram-demo)",
+    )
+    demo.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="(default: stdio)"
+    )
     demo.set_defaults(handler=_demo)
 
     from engram_memory.admin.admin_cli import add_parser as add_admin
