@@ -41,8 +41,6 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
         }
     )
-    if not config.memory_enabled:
-        _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
     listener = None
     if args.transport == "http":
         # Before the store opens: a taken port must cost nothing and say so plainly.
@@ -66,6 +64,8 @@ def _serve(args: argparse.Namespace) -> int:
             maintenance_channel(service.services, config.data_dir, stop=stop),
         ):
             stop.on_begin(service.services.settings.failpoints.release_paused)
+            if not config.memory_enabled:
+                _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
             if args.transport == "stdio":
                 anyio.run(serve_stdio, service, stop)
             else:
