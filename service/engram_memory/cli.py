@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,6 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
-    from engram_memory.http_serving import listen
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
 
@@ -41,14 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
         }
     )
-    listener = None
-    if args.transport == "http":
-        # Before the store opens: a taken port must cost nothing and say so plainly.
-        try:
-            listener = listen(args.host, args.port)
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+    # Before the store opens: a taken port must cost nothing and say so plainly.
+    listener = _listen(args) if args.transport == "http" else None
     stop = GracefulStop(config.drain_seconds)
     stop.on_begin(
         lambda: _say(
@@ -85,6 +79,17 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _listen(args: argparse.Namespace) -> socket.socket:
+    """Raises: ConfigurationError: the address is taken or cannot be bound (one line)."""
+    from engram_memory.http_serving import listen
+
+    try:
+        return listen(args.host, args.port)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
 
 
 def _memory_switch(args: argparse.Namespace) -> str:

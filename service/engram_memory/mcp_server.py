@@ -3,6 +3,10 @@
 Everything that decides lives in `tools/`; this module turns `tools/list` and `tools/call` into
 `MemoryService` calls, envelopes into `CallToolResult`s, and refusals into JSON-RPC errors with
 constant messages and no data. It is the only module that imports the MCP SDK.
+
+Both transports stop gracefully (stopping.py): over stdio a stop signal ends the reading of
+requests, waits (bounded) until every request read has been answered, then ends the session
+as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.from_thread
@@ -24,7 +28,6 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -37,6 +40,9 @@ from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
+
+if TYPE_CHECKING:  # the SDK's stream protocols, for annotations only
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 log = logging.getLogger("engram_memory.mcp")
 
@@ -205,6 +211,8 @@ def _text_lines(fd: int) -> Iterator[str]:
     pending = b""
     while chunk := os.read(fd, 65_536):
         pending += chunk
+        if b"\n" not in chunk:
+            continue  # a long message: split once its line is complete
         *lines, pending = pending.split(b"\n")
         for line in lines:
             yield line.decode("utf-8", errors="replace") + "\n"
