@@ -6,11 +6,9 @@ so a bad configuration writes nothing.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from urllib.parse import urlsplit
 
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError
@@ -19,18 +17,9 @@ from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.store.database import Database, StoreUnavailable, StoreVersionSkew
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services, ServiceSettings
-
-log = logging.getLogger("engram_memory.app")
-
-
-def _without_credentials(url: str) -> str:
-    parts = urlsplit(url)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 def _clock_ms() -> int:
@@ -43,13 +32,6 @@ def open_service(config: ServiceConfig) -> Iterator[MemoryService]:
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
-        if isinstance(engine, OpaServerEngine) and not engine.answers_health():
-            # Not fatal: OPA may come up later; until then every call is POLICY_UNAVAILABLE.
-            log.warning(
-                "the OPA server at %s does not answer; calls fail with POLICY_UNAVAILABLE "
-                "until it does",
-                _without_credentials(config.policy),
-            )
         try:
             database = Database.open(config.data_dir)
         except StoreVersionSkew as exc:

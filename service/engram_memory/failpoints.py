@@ -8,9 +8,10 @@
 - `pause_before_commit:<tool>`: the call stops at its last check before its write
   transaction and waits (at most `PAUSE_LIMIT_S`) until the client cancels it, announcing
   the pause on the `engram_memory.failpoints` log. It proves that a cancellation arriving
-  before commit leaves nothing written (`CANCELLED`, SPEC §1.8). A graceful stop releases
-  the pause instead (the call goes on to commit), to prove that a stop lets a call in flight
-  finish (stopping.py).
+  before commit leaves nothing written (`CANCELLED`, SPEC §1.8).
+
+A graceful stop releases every pause instead (`release_paused`: the call goes on to commit),
+to prove that a stop lets a call in flight finish (stopping.py).
 
 Each arming fires once and then disarms itself. Arm them in tests with `arm(name, tool)`, or
 for a real server process with `ENGRAM_UNSAFE_FAILPOINTS=<name>:<tool>[,...]`, read once
@@ -114,6 +115,10 @@ class UnsafeFailpoints:
         """True (once per arming) when the committed result of `tool` must be dropped."""
         return self._fire(DROP_RESPONSE_AFTER_COMMIT, tool)
 
+    def release_paused(self) -> None:
+        """End every pause now and from now on (a graceful stop began): calls go on."""
+        self._released.set()
+
     def pause_before_commit(self, tool: str, cancellation: threading.Event | None) -> None:
         """If armed for `tool`, wait until `cancellation` is set (or the limit passes)."""
         if cancellation is None or not self._fire(PAUSE_BEFORE_COMMIT, tool):
@@ -128,7 +133,3 @@ class UnsafeFailpoints:
         log.warning(
             "UNSAFE failpoint %s:%s resumed, cancelled=%s", PAUSE_BEFORE_COMMIT, tool, cancelled
         )
-
-    def release_paused(self) -> None:
-        """End every pause now and from now on (a graceful stop began): calls go on."""
-        self._released.set()

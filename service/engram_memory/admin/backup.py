@@ -56,7 +56,6 @@ from engram_memory.store.database import (
     DATABASE_FILE,
     SCHEMA_VERSION,
     StoreUnavailable,
-    Transaction,
 )
 from engram_memory.tools import steps
 from engram_memory.tools.runtime import CallContext, Services
@@ -137,7 +136,8 @@ class BackupService:
         _shred_snapshot(snapshot)  # a leftover of an interrupted backup
         try:
             with self.services.keys.destructions.paused():
-                heads, live = self.services.database.copy_snapshot(snapshot, _heads_and_live)
+                with self.services.database.snapshot_copy(snapshot) as tx:
+                    heads, live = inventory.chain_heads(tx), inventory.live_item_refs(tx)
                 keys = self._copy_keys(live)
             progress(f"backup: snapshot taken, {len(live)} live items")
             return self._archive(out, snapshot, heads, keys, progress)
@@ -250,10 +250,6 @@ class BackupService:
                 writer.write(piece)
         if digest.hexdigest() != expected:  # the snapshot is ours alone; this is damage
             raise ToolError(ErrorCode.STORE_UNAVAILABLE, "snapshot changed during the backup")
-
-
-def _heads_and_live(tx: Transaction) -> tuple[dict[str, JsonValue], list[tuple[str, str]]]:
-    return inventory.chain_heads(tx), inventory.live_item_refs(tx)
 
 
 def _entry(value: JsonValue) -> dict[str, JsonValue]:

@@ -104,11 +104,12 @@ class KeyStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.destructions = DestructionPause()  # a backup's key copy holds them back
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
+        # A backup's key copy holds destructions back (crypto/destruction_pause.py).
+        self.destructions = DestructionPause()
 
     def path_for(self, scope_ref: str, item_id: str) -> Path:
         name = name_digest(scope_ref, item_id).hex()

@@ -12,24 +12,21 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
 from engram_memory.contract.errors import EngramError
 from engram_memory.durable_files import fsync_directory, shred
 
-log = logging.getLogger("engram_memory.store")
-
 DATABASE_FILE = "engram.duckdb"
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
-_SNAPSHOT_ALIAS = "engram_snapshot"
-_T = TypeVar("_T")
+log = logging.getLogger("engram_memory.store")
 
 
 class StoreUnavailable(EngramError):
@@ -73,7 +70,6 @@ class Database:
     def __init__(self, connection: duckdb.DuckDBPyConnection, path: Path) -> None:
         self._connection = connection
         self.path = path
-        self.read_only = False
         self._lock = threading.RLock()
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
@@ -93,7 +89,6 @@ class Database:
         except (duckdb.Error, OSError) as exc:
             raise StoreUnavailable("cannot open the store file") from exc
         database = cls(connection, data_dir / DATABASE_FILE)
-        database.read_only = read_only
         if not read_only:
             database._migrate()
         database._check_version()
@@ -106,8 +101,7 @@ class Database:
         """
         with self._lock:
             try:
-                if not self.read_only:
-                    self._connection.execute("CHECKPOINT")
+                self._connection.execute("CHECKPOINT")  # a no-op on a read-only store
             except duckdb.Error:
                 log.warning("store: checkpoint at close failed; the next start replays the WAL")
             self._connection.close()
@@ -171,6 +165,29 @@ class Database:
         count: int = getattr(self._commits, "count", 0)
         return count
 
+    @contextmanager
+    def snapshot_copy(self, target: Path) -> Iterator[Transaction]:
+        """A read transaction on its own cursor; when the block ends, the store as this
+        transaction sees it is copied into a new DuckDB file `target` (store/snapshot.py).
+
+        Writers go on meanwhile (MVCC): nothing they commit is seen or copied.
+
+        Raises:
+            StoreUnavailable: the snapshot or its copy failed (`target` is the caller's to
+                shred).
+        """
+        from engram_memory.store.snapshot import copied_on_exit
+
+        with self._lock:  # the connection is shared; a cursor of it is not
+            cursor = self._connection.cursor()
+        try:
+            with copied_on_exit(cursor, target):
+                yield Transaction(cursor)
+        except duckdb.Error as exc:
+            raise StoreUnavailable("snapshot copy failed") from exc
+        finally:
+            cursor.close()
+
     def compact(self) -> tuple[int, int]:
         """Rewrite the store into a fresh file of live rows only, then shred the old file.
 
@@ -192,41 +209,6 @@ class Database:
             self._connection = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
             raise StoreUnavailable("cannot reopen the store file") from exc
-
-    def copy_snapshot(self, target: Path, read: Callable[[Transaction], _T]) -> _T:
-        """Copy the store as of one instant into a new DuckDB file `target`, and run `read`
-        in that same instant (chain heads, live items); returns what `read` returned.
-
-        The copy runs on its own cursor in one read transaction, so writers go on (MVCC)
-        and nothing they commit meanwhile is in the copy or seen by `read`.
-
-        Raises:
-            StoreUnavailable: the copy failed (`target` may be left for the caller to shred).
-        """
-        with self._lock:  # the connection is shared; a cursor of it is not
-            cursor = self._connection.cursor()
-        quoted = str(target).replace("'", "''")
-        try:
-            cursor.execute(f"ATTACH '{quoted}' AS {_SNAPSHOT_ALIAS}")
-            try:
-                cursor.execute("BEGIN TRANSACTION")
-                result = read(Transaction(cursor))
-                row = cursor.execute("SELECT current_database()").fetchone()
-                source = str(row[0]) if row else ""
-                cursor.execute(f'COPY FROM DATABASE "{source}" TO {_SNAPSHOT_ALIAS}')
-                cursor.execute("COMMIT")
-            except BaseException:
-                with suppress(duckdb.Error):
-                    cursor.execute("ROLLBACK")
-                raise
-            finally:
-                with suppress(duckdb.Error):
-                    cursor.execute(f"DETACH DATABASE IF EXISTS {_SNAPSHOT_ALIAS}")
-        except duckdb.Error as exc:
-            raise StoreUnavailable("snapshot copy failed") from exc
-        finally:
-            cursor.close()
-        return result
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
