@@ -6,7 +6,14 @@ VENV="$ROOT/.venv"
 OPA_VERSION=v1.22.4
 TOOL_CACHE=${ENGRAM_TOOL_CACHE:-$HOME/.cache/engram-memory/tools}
 
-step() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Bold only when stderr is a terminal and NO_COLOR is unset: no escapes in pipes or logs.
+step() {
+  if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
+    printf '\033[1m==> %s\033[0m\n' "$*" >&2
+  else
+    printf '==> %s\n' "$*" >&2
+  fi
+}
 
 ensure_venv() {
   local extras=${1:-}

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 
 from engram_memory.contract.errors import ConfigurationError, EngramError, StoreRefusal
 
@@ -24,6 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.app import open_service
     from engram_memory.config import load_config
     from engram_memory.mcp_server import http_server, serve_stdio
+    from engram_memory.stopping import GracefulStop
 
     config = load_config(
         {
@@ -33,19 +38,74 @@ def _serve(args: argparse.Namespace) -> int:
             "policy": args.policy,
             "bundle": args.bundle,
             "memory_enabled": "true" if args.enable_memory else None,
+            "drain_seconds": args.drain_seconds,
         }
     )
-    with open_service(config) as service, maintenance_channel(service.services, config.data_dir):
-        if args.transport == "stdio":
-            anyio.run(serve_stdio, service)
-        else:
-            server = http_server(service, args.host, args.port)
-            print(
-                f"engram-memory: streamable HTTP on http://{args.host}:{args.port}/mcp",
-                file=sys.stderr,
-            )
-            server.run()
+    # Before the store opens: a taken port must cost nothing and say so plainly.
+    listener = _listen(args) if args.transport == "http" else None
+    stop = GracefulStop(config.drain_seconds)
+    stop.on_begin(
+        lambda: _say(
+            f"stopping: {stop.in_flight} call(s) in flight, waiting up to {stop.drain_seconds:g} s"
+        )
+    )
+    # Until a transport serves, a stop signal unwinds startup (closing what is open).
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
+    try:
+        with (
+            open_service(config) as service,
+            maintenance_channel(service.services, config.data_dir, stop=stop),
+        ):
+            stop.on_begin(service.services.settings.failpoints.release_paused)
+            if not config.memory_enabled:
+                _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
+            if args.transport == "stdio":
+                anyio.run(serve_stdio, service, stop)
+            else:
+                assert listener is not None
+                http_server(service, args.host, args.port, stop).run(sockets=[listener])
+            # While closing, a further signal only cuts the remaining drain short.
+            for sig in _STOP_SIGNALS:
+                signal.signal(sig, lambda _sig, _frame: stop.request())
+    except KeyboardInterrupt:
+        _say("stopped before serving")
+        return 0
+    finally:
+        if listener is not None:
+            listener.close()
+    _say("stopped")
     return 0
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _listen(args: argparse.Namespace) -> socket.socket:
+    """Raises: ConfigurationError: the address is taken or cannot be bound (one line)."""
+    from engram_memory.http_serving import listen
+
+    try:
+        return listen(args.host, args.port)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+
+
+def _memory_switch(args: argparse.Namespace) -> str:
+    """Which switch left memory off (only called when it is off)."""
+    value = os.environ.get("ENGRAM_MEMORY_ENABLED")
+    if value is None:
+        return "ENGRAM_MEMORY_ENABLED is not set and --enable-memory was not given"
+    return f"ENGRAM_MEMORY_ENABLED={value}"
+
+
+def _interrupt(_sig: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(line: str) -> None:
+    print(f"engram-memory: {line}", file=sys.stderr, flush=True)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -82,21 +142,68 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the MCP server (stdio or streamable HTTP)")
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765)
-    serve.add_argument("--data-dir", help="ENGRAM_DATA_DIR (default ./.engram)")
-    serve.add_argument("--host-keys", help="ENGRAM_HOST_KEYS: trusted host public keys (PEM/JWKS)")
-    serve.add_argument("--root-key", help="ENGRAM_ROOT_KEY: root key file (mode 0600)")
-    serve.add_argument("--policy", help="ENGRAM_POLICY: 'embedded' or an OPA URL")
-    serve.add_argument("--bundle", help="ENGRAM_BUNDLE: policy bundle directory")
-    serve.add_argument("--enable-memory", action="store_true", help="ENGRAM_MEMORY_ENABLED=true")
+    serve = sub.add_parser(
+        "serve",
+        help="run the MCP server (stdio or streamable HTTP)",
+        description="Run the MCP server. Each flag overrides its environment variable; "
+        "SIGTERM or SIGINT stops gracefully (calls in flight answer first, the store is "
+        "checkpointed and closed, exit 0).",
+    )
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio, or streamable HTTP at http://HOST:PORT/mcp (default: stdio)",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on with http (default: 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=8765, help="port to listen on with http (default: 8765)"
+    )
+    serve.add_argument(
+        "--data-dir", help="store and key directory (env ENGRAM_DATA_DIR; default: ./.engram)"
+    )
+    serve.add_argument(
+        "--host-keys",
+        help="trusted host public keys, PEM bundle or JWKS (env ENGRAM_HOST_KEYS; required)",
+    )
+    serve.add_argument(
+        "--root-key", help="root key file, mode 0600 (env ENGRAM_ROOT_KEY; required)"
+    )
+    serve.add_argument(
+        "--policy",
+        help="'embedded' (in-process Wasm), 'opa-spawn' (a private OPA server; needs the OPA "
+        "binary, found via ENGRAM_OPA_BIN or PATH) or an OPA URL http(s)://host:port "
+        "(env ENGRAM_POLICY; default: embedded)",
+    )
+    serve.add_argument(
+        "--bundle",
+        help="policy bundle directory (env ENGRAM_BUNDLE; default: the bundle shipped in "
+        "the package)",
+    )
+    serve.add_argument(
+        "--enable-memory",
+        action="store_true",
+        help="offer the memory tools, the host opt-in (env ENGRAM_MEMORY_ENABLED=true; "
+        "default: off)",
+    )
+    serve.add_argument(
+        "--drain-seconds",
+        help="how long a stop waits for calls in flight before abandoning them "
+        "(env ENGRAM_DRAIN_SECONDS; default: 10)",
+    )
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")
-    demo.add_argument("--workdir", default=".engram-demo", help="where keys and the store go")
-    demo.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    demo.add_argument(
+        "--workdir",
+        default=".engram-demo",
+        help="where keys and the store go (default: .engram-demo)",
+    )
+    demo.add_argument(
+        "--transport", choices=("stdio", "http"), default="stdio", help="(default: stdio)"
+    )
     demo.set_defaults(handler=_demo)
 
     from engram_memory.admin.admin_cli import add_parser as add_admin

@@ -8,6 +8,7 @@
 | ENGRAM_POLICY | --policy | embedded; opa-spawn (a private OPA server); or an OPA URL |
 | ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
 | ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
+| ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
 
 A bad value is reported as one line naming the problem; nothing is written before the
 configuration is known to be good.
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.stopping import DEFAULT_DRAIN_SECONDS
 
 EMBEDDED = "embedded"
 # Start a private `opa run --server` with the bundle on 127.0.0.1 (needs the OPA binary).
@@ -38,6 +40,7 @@ class ServiceConfig:
     policy: str
     bundle: Path | None
     memory_enabled: bool
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS
 
     @property
     def uses_opa_server(self) -> bool:
@@ -80,6 +83,18 @@ def _policy(text: str | None) -> str:
     return text.rstrip("/")
 
 
+def _seconds(text: str | None) -> float:
+    if text is None or not text.strip():
+        return DEFAULT_DRAIN_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:
+        raise ConfigurationError(f"ENGRAM_DRAIN_SECONDS must be 0 to 3600 seconds, got {text!r}")
+    return value
+
+
 def load_config(
     flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
 ) -> ServiceConfig:
@@ -97,6 +112,7 @@ def load_config(
         if not bundle.is_dir():
             raise ConfigurationError(f"ENGRAM_BUNDLE points to {bundle}, which is not a directory")
     return ServiceConfig(
+        drain_seconds=_seconds(_flag_or_env(flags, env, "ENGRAM_DRAIN_SECONDS")),
         data_dir=Path(_flag_or_env(flags, env, "ENGRAM_DATA_DIR") or ".engram").expanduser(),
         host_keys=_existing_file(_flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), "ENGRAM_HOST_KEYS"),
         root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),

@@ -89,7 +89,9 @@ def demo_capture_arguments(
 
 
 def _say(text: str) -> None:
-    print(f"\n\033[1m# {text}\033[0m", flush=True)
+    # Bold only on a terminal that wants colour: escapes do not belong in pipes and files.
+    bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    print(f"\n\033[1m# {text}\033[0m" if bold else f"\n# {text}", flush=True)
 
 
 def _show(envelope: Mapping[str, Any]) -> None:

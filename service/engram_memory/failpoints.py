@@ -18,6 +18,9 @@
   is carried out and before the rest and the clearing of the promises (admission, withdraw,
   forget). The fired line is logged (and flushed) before the process dies.
 
+A graceful stop releases every pause instead (`release_paused`: the call goes on to commit),
+to prove that a stop lets a call in flight finish (stopping.py).
+
 Each arming fires once and then disarms itself. Arm them in tests with `arm(name, tool)`, or
 for a real server process with `ENGRAM_UNSAFE_FAILPOINTS=<name>:<tool>[,...]`, read once
 when the service starts. Like everything that weakens a check they are named `Unsafe...` and
@@ -32,6 +35,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
@@ -69,6 +73,7 @@ class UnsafeFailpoints:
     def __init__(self) -> None:
         self._armed: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
+        self._released = threading.Event()
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> UnsafeFailpoints:
@@ -124,12 +129,21 @@ class UnsafeFailpoints:
         """True (once per arming) when the committed result of `tool` must be dropped."""
         return self._fire(DROP_RESPONSE_AFTER_COMMIT, tool)
 
+    def release_paused(self) -> None:
+        """End every pause now and from now on (a graceful stop began): calls go on."""
+        self._released.set()
+
     def pause_before_commit(self, tool: str, cancellation: threading.Event | None) -> None:
         """If armed for `tool`, wait until `cancellation` is set (or the limit passes)."""
         if cancellation is None or not self._fire(PAUSE_BEFORE_COMMIT, tool):
             return
         log.warning("UNSAFE failpoint %s:%s paused until cancelled", PAUSE_BEFORE_COMMIT, tool)
-        cancelled = cancellation.wait(PAUSE_LIMIT_S)
+        limit = time.monotonic() + PAUSE_LIMIT_S
+        # Two events end the pause; a short poll keeps this test-only wait simple.
+        while not self._released.is_set() and time.monotonic() < limit:
+            if cancellation.wait(0.05):
+                break
+        cancelled = cancellation.is_set()
         log.warning(
             "UNSAFE failpoint %s:%s resumed, cancelled=%s", PAUSE_BEFORE_COMMIT, tool, cancelled
         )

@@ -25,10 +25,11 @@ from engram_memory.store.database import SCHEMA_VERSION, Database
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services
 from tests.harness import Caller
-from tests.tools.test_tool_rules import accepted_record, value
+from tests.tools.test_tool_rules import accepted_record, capture, forget, value
 
 DANA = Operator("acme", "support", "human:dana")  # read + maintain
 ERIN = Operator("acme", "support", "human:erin")  # read only
+SCOPE = "tenant:acme/workspace:support"
 CANARY = "Canary plaintext 7f3a: refund approved for the Okonkwo account."
 
 
@@ -298,3 +299,58 @@ def test_a_backup_needs_maintain_in_every_scope_of_the_store(
     out = tmp_path / "store.backup"
     assert _code(lambda: BackupService(services).backup(DANA, out, print)) == "UNAUTHORIZED"
     assert not out.exists()
+
+
+def test_a_key_whose_destruction_was_committed_is_never_archived(
+    alice: Caller, services: Services, tmp_path: Path
+) -> None:
+    """The archive holds the keys of the snapshot's live items, not whatever the key
+    directory still holds: a forgotten record's key file that survived (its destruction
+    still pending) stays out, so a restore cannot resurrect the content."""
+    kept = accepted_record(alice, "Kept through the backup.")
+    gone = accepted_record(alice, "Forgotten before the backup.")
+    value(forget(alice, gone))
+    survivor = services.keys.path_for(SCOPE, gone)
+    survivor.write_bytes(services.keys.path_for(SCOPE, kept).read_bytes())
+
+    out = tmp_path / "store.backup"
+    BackupService(services).backup(DANA, out, lambda _line: None)
+    restore(_request(services), DANA, out, tmp_path / "restored", lambda _line: None)
+
+    restored = KeyStore(tmp_path / "restored" / KEYS_DIRECTORY)
+    assert restored.get(SCOPE, gone) is None
+    assert restored.load_item_key(services.root_key, SCOPE, kept) is not None
+
+
+def test_a_backup_is_a_snapshot_that_writes_during_it_neither_break_nor_enter(
+    alice: Caller, services: Services, tmp_path: Path
+) -> None:
+    """While the backup runs (at its first progress line), a capture commits, the store is
+    checkpointed (its file changes) and a record is forgotten. The backup still succeeds; the
+    restored store is the snapshot: without that capture, and with the forgotten record,
+    which was live at the snapshot point, still readable (README: backups and shredding)."""
+    kept = accepted_record(alice, "Kept through the backup.")
+    forgotten_later = accepted_record(alice, "Forgotten while the backup runs.")
+    landed_later: list[str] = []
+
+    def meanwhile(_line: str) -> None:
+        if landed_later:
+            return
+        landed_later.append(capture(alice, "Captured while the backup runs.")["candidate_id"])
+        services.database.checkpoint()
+        value(forget(alice, forgotten_later))
+
+    out = tmp_path / "store.backup"
+    BackupService(services).backup(DANA, out, meanwhile)
+    restore(_request(services), DANA, out, tmp_path / "restored", lambda _line: None)
+
+    verify_data_dir(tmp_path / "restored")
+    with _restored_service(services, tmp_path / "restored") as restored:
+        for record_id in (kept, forgotten_later):
+            get = {"record_id": record_id, "purpose_ref": alice.purpose_ref}
+            assert value(restored.call("engram_memory_get", get))
+        with restored.service.services.database.transaction() as tx:
+            later = tx.fetchall(
+                "SELECT candidate_id FROM candidates WHERE candidate_id = ?", [landed_later[0]]
+            )
+    assert later == []

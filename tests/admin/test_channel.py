@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import Binding, connect
+from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import MemoryService
 from engram_memory.tools.runtime import Services
 from tests.admin.test_rotation_cli import _admin, _cli
@@ -185,3 +187,35 @@ def test_a_runtime_directory_others_can_enter_is_refused(
         runtime_directory()
     (tmp_path / "engram-memory").chmod(0o700)
     assert runtime_directory() == tmp_path / "engram-memory"
+
+
+def test_a_server_that_hangs_up_before_reading_is_reported_as_a_refusal(tmp_path: Path) -> None:
+    """An older server closed on a foreign peer unread: the client's broken pipe or reset
+    is that refusal, never a raw exception."""
+    command = AdminCommand.from_values("history", DANA, {"target_id": "x"})
+    path = channel_path(tmp_path / "data")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        hang_up = threading.Thread(target=lambda: listener.accept()[0].close())
+        hang_up.start()
+        try:
+            with pytest.raises(ToolError) as refused:
+                send_command(tmp_path / "data", command, lambda _line: None)
+        finally:
+            hang_up.join(timeout=10)
+            path.unlink(missing_ok=True)
+    assert refused.value.code is ErrorCode.UNAUTHORIZED
+
+
+def test_once_the_server_is_stopping_a_new_command_is_refused_as_retriable(
+    services: Services, tmp_path: Path
+) -> None:
+    command = AdminCommand.from_values("history", DANA, {"target_id": "x"})
+    stop = GracefulStop()
+    with maintenance_channel(services, tmp_path / "data", stop=stop) as path:
+        stop.begin()
+        with pytest.raises(ToolError) as refused:
+            send_command(tmp_path / "data", command, lambda _line: None)
+    assert refused.value.code is ErrorCode.STORE_UNAVAILABLE
+    assert not path.exists()  # the socket goes with the channel

@@ -42,6 +42,7 @@ def secrets(tmp_path: Path) -> dict[str, str]:
         ("ENGRAM_POLICY", "ftp://example.invalid"),
         ("ENGRAM_BUNDLE", "/nonexistent/bundle"),
         ("ENGRAM_MEMORY_ENABLED", "perhaps"),
+        ("ENGRAM_DRAIN_SECONDS", "soon"),
     ],
 )
 def test_bad_setting_exits_2_with_one_line_and_writes_nothing(

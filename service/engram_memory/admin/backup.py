@@ -7,8 +7,17 @@ A backup is one archive (crypto/archive.py) whose plaintext stream is
 
 and the manifest names the format and schema versions, each file with its size and SHA-256,
 the audit and journal chain heads, the creation time and the root key id. The archive is
-written encrypted as it streams: no plaintext copy ever touches the disk. The store must be
-quiescent (the CLI holds its single writer slot; the server is stopped).
+written encrypted as it streams: no plaintext copy ever touches the disk.
+
+A backup is a point-in-time snapshot, taken while the server keeps serving: the store is
+copied in one read transaction (MVCC: writers go on, nothing they commit meanwhile is in
+it) into a temporary DuckDB file beside the store, shredded once archived; the chain heads
+in the manifest are read in that same transaction. The archive then holds the key files of
+exactly the items live at that snapshot point (pending candidates, records with a body),
+copied while key destructions wait (crypto/destruction_pause.py), so every live item opens
+after a restore and no key whose destruction was promised before the snapshot point travels
+in it. An item forgotten after the snapshot point is in the archive, like anything a backup
+holds: see below.
 
 Crypto-shredding and backups: a key destroyed after a backup was made still lives in that
 backup. Restore therefore refuses archives older than `max_age_days` (default 30), so that a
@@ -18,6 +27,7 @@ forgotten item is recoverable from a backup at most that long after `forget`; se
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 from collections.abc import Callable
@@ -35,18 +45,26 @@ from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.archive import ArchiveWriter
 from engram_memory.crypto.keystore import (
-    KEY_SUFFIX,
     KEYS_DIRECTORY,
     STATE_FILE,
     KeyStoreBusy,
+    KeyStoreUnavailable,
 )
-from engram_memory.durable_files import fsync_directory
+from engram_memory.durable_files import fsync_directory, shred
 from engram_memory.store import inventory
-from engram_memory.store.database import DATABASE_FILE, SCHEMA_VERSION
+from engram_memory.store.database import (
+    DATABASE_FILE,
+    SCHEMA_VERSION,
+    StoreUnavailable,
+)
 from engram_memory.tools import steps
 from engram_memory.tools.runtime import CallContext, Services
 
+log = logging.getLogger("engram_memory.admin.backup")
+
 FORMAT = "engram-memory-backup"
+# The temporary copy of the store a backup archives (shredded when done, or by the next).
+SNAPSHOT_SUFFIX = ".backup-snapshot"
 FORMAT_VERSION = 1
 DEFAULT_MAX_AGE_DAYS = 30
 PIECE = 1 << 20
@@ -58,19 +76,6 @@ def stepper(total: int) -> Callable[[int], bool]:
     """Report about every 5% of a long list, and its last item."""
     step = max(1, total // 20)
     return lambda index: index == total or index % step == 0
-
-
-def _store_files(data_dir: Path) -> list[str]:
-    """What a backup holds: the DuckDB file (and WAL), the key state and every key file;
-    never lock files or interrupted temporaries."""
-    names = [n for n in (DATABASE_FILE, DATABASE_FILE + ".wal") if (data_dir / n).is_file()]
-    keys = data_dir / KEYS_DIRECTORY
-    if (keys / STATE_FILE).is_file():
-        names.append(f"{KEYS_DIRECTORY}/{STATE_FILE}")
-    names += sorted(
-        f"{KEYS_DIRECTORY}/{p.parent.name}/{p.name}" for p in keys.glob(f"??/*{KEY_SUFFIX}")
-    )
-    return names
 
 
 def _sha256_file(path: Path) -> str:
@@ -91,7 +96,8 @@ class _HashingSink:
 
 
 class BackupService:
-    """Writes the encrypted archive of a stopped (or quiescent) service's data directory."""
+    """Writes the encrypted archive of a point-in-time snapshot of a service's data
+    directory, while it serves or not."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -101,8 +107,8 @@ class BackupService:
         """Authorize (`maintain` in every scope of the store), archive, audit.
 
         Raises:
-            ToolError: UNAUTHORIZED; STORE_UNAVAILABLE when a rotation runs, the store
-                changes during the backup, or the archive cannot be written.
+            ToolError: UNAUTHORIZED; STORE_UNAVAILABLE when a rotation, compaction or other
+                backup runs, the snapshot fails, or the archive cannot be written.
         """
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
@@ -126,18 +132,69 @@ class BackupService:
         return run_authorized(self.services, who, "backup", "maintain", act)
 
     def _write(self, out: Path, progress: Progress) -> dict[str, JsonValue]:
-        self.services.database.checkpoint()
-        with self.services.database.transaction() as tx:
-            heads = inventory.chain_heads(tx)
+        snapshot = self.data_dir / (DATABASE_FILE + SNAPSHOT_SUFFIX)
+        _shred_snapshot(snapshot)  # a leftover of an interrupted backup
+        try:
+            with self.services.keys.destructions.paused():
+                with self.services.database.snapshot_copy(snapshot) as tx:
+                    heads, live = inventory.chain_heads(tx), inventory.live_item_refs(tx)
+                keys = self._copy_keys(live)
+            progress(f"backup: snapshot taken, {len(live)} live items")
+            return self._archive(out, snapshot, heads, keys, progress)
+        except StoreUnavailable as exc:
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "snapshot failed") from exc
+        except KeyStoreUnavailable as exc:
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "a key file cannot be read") from exc
+        finally:
+            _shred_snapshot(snapshot)
+
+    def _copy_keys(self, live: list[tuple[str, str]]) -> dict[str, bytes]:
+        """The key state and the key files of `live` items, by archive path.
+
+        Raises:
+            KeyStoreUnavailable: a key file or the state cannot be read.
+        """
+        store = self.services.keys
+        copied: dict[str, bytes] = {}
+        state = store.directory / STATE_FILE
+        if state.is_file():
+            try:
+                copied[f"{KEYS_DIRECTORY}/{STATE_FILE}"] = state.read_bytes()
+            except OSError as exc:
+                raise KeyStoreUnavailable("key state cannot be read") from exc
+        missing = 0
+        for scope_ref, item_id in live:
+            blob = store.get(scope_ref, item_id)
+            if blob is None:
+                missing += 1  # already lost from the live store; `audit verify` reports it
+                continue
+            path = store.path_for(scope_ref, item_id)
+            copied[f"{KEYS_DIRECTORY}/{path.parent.name}/{path.name}"] = blob
+        if missing:
+            log.error("backup: %d live item(s) have no key file", missing)
+        return dict(sorted(copied.items()))
+
+    def _archive(
+        self,
+        out: Path,
+        snapshot: Path,
+        heads: dict[str, JsonValue],
+        keys: dict[str, bytes],
+        progress: Progress,
+    ) -> dict[str, JsonValue]:
         root = self.services.root_key
-        names = _store_files(self.data_dir)
-        due = stepper(len(names))
-        files: list[JsonValue] = []
-        for index, name in enumerate(names, start=1):
-            path = self.data_dir / name
-            files.append({"path": name, "size": path.stat().st_size, "sha256": _sha256_file(path)})
-            if due(index):
-                progress(f"backup: hashed {index}/{len(names)} files")
+        files: list[JsonValue] = [
+            {
+                "path": DATABASE_FILE,
+                "size": snapshot.stat().st_size,
+                "sha256": _sha256_file(snapshot),
+            }
+        ]
+        files += [
+            {"path": name, "size": len(blob), "sha256": hashlib.sha256(blob).hexdigest()}
+            for name, blob in keys.items()
+        ]
+        due = stepper(len(files))
         now_ms = self.services.clock_ms()
         manifest: dict[str, JsonValue] = {
             "format": FORMAT,
@@ -160,9 +217,9 @@ class BackupService:
                 writer = ArchiveWriter(sink, root)
                 encoded = canonical_json(manifest)
                 writer.write(len(encoded).to_bytes(4, "big") + encoded)
-                for index, entry in enumerate(files, start=1):
-                    assert isinstance(entry, dict)
-                    self._stream(writer, str(entry["path"]), str(entry["sha256"]))
+                self._stream(writer, snapshot, str(_entry(files[0])["sha256"]))
+                for index, blob in enumerate(keys.values(), start=2):
+                    writer.write(blob)
                     if due(index):
                         progress(f"backup: archived {index}/{len(files)} files")
                 writer.finish()
@@ -185,11 +242,23 @@ class BackupService:
             "audit_head": heads["audit_head"],
         }
 
-    def _stream(self, writer: ArchiveWriter, name: str, expected: str) -> None:
+    def _stream(self, writer: ArchiveWriter, path: Path, expected: str) -> None:
         digest = hashlib.sha256()
-        with (self.data_dir / name).open("rb") as handle:
+        with path.open("rb") as handle:
             while piece := handle.read(PIECE):
                 digest.update(piece)
                 writer.write(piece)
-        if digest.hexdigest() != expected:
-            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "store changed during the backup")
+        if digest.hexdigest() != expected:  # the snapshot is ours alone; this is damage
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "snapshot changed during the backup")
+
+
+def _entry(value: JsonValue) -> dict[str, JsonValue]:
+    assert isinstance(value, dict)
+    return value
+
+
+def _shred_snapshot(snapshot: Path) -> None:
+    """Raises: ToolError: STORE_UNAVAILABLE when a snapshot file cannot be removed."""
+    for path in (snapshot, snapshot.with_name(snapshot.name + ".wal")):
+        if not shred(path):
+            raise ToolError(ErrorCode.STORE_UNAVAILABLE, "a backup snapshot cannot be removed")

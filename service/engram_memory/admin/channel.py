@@ -36,6 +36,7 @@ from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.stopping import GracefulStop
 from engram_memory.tools.runtime import Services
 
 log = logging.getLogger("engram_memory.admin.channel")
@@ -93,12 +94,22 @@ class _Handler(socketserver.StreamRequestHandler):
     timeout = REQUEST_TIMEOUT_S
 
     def handle(self) -> None:
+        # The request is read before a foreign peer is refused: closing on an unread request
+        # would reset the connection, and the peer would see a broken pipe, not the refusal.
+        try:
+            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
+        except OSError:
+            return  # the peer went away before it finished asking
         if peer_uid(self.connection) != self.server.allowed_uid:
             self._send({"ok": False, "code": ErrorCode.UNAUTHORIZED.name})
             log.warning("maintenance channel: refused a connection from another user")
             return
+        call = object()
+        if not self.server.stop.admit(call):
+            # Stopping: retriable, the next server takes it.
+            self._send({"ok": False, "code": ErrorCode.STORE_UNAVAILABLE.name})
+            return
         try:
-            line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
             if len(line) > MAX_REQUEST_BYTES:
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "request too large")
             try:
@@ -118,6 +129,8 @@ class _Handler(socketserver.StreamRequestHandler):
             self._send({"ok": False, "code": ErrorCode.CAPABILITY_UNAVAILABLE.name})
         else:
             self._send({"ok": True, "value": value})
+        finally:
+            self.server.stop.leave(call)
 
     def _progress(self, line: str) -> None:
         self._send({"progress": line})
@@ -131,25 +144,36 @@ class _Handler(socketserver.StreamRequestHandler):
 class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: Path, services: Services, allowed_uid: int) -> None:
+    def __init__(
+        self, path: Path, services: Services, allowed_uid: int, stop: GracefulStop
+    ) -> None:
         self.services = services
         self.allowed_uid = allowed_uid
+        self.stop = stop
         super().__init__(str(path), _Handler)
 
 
 @contextmanager
 def maintenance_channel(
-    services: Services, data_dir: Path, *, allowed_uid: int | None = None
+    services: Services,
+    data_dir: Path,
+    *,
+    allowed_uid: int | None = None,
+    stop: GracefulStop | None = None,
 ) -> Iterator[Path]:
     """Serve admin commands for `services` while the block runs; yields the socket path.
 
     Call it only while holding the store (the DuckDB lock proves no other server serves
-    `data_dir`, so a socket already there is a dead server's and is replaced).
+    `data_dir`, so a socket already there is a dead server's and is replaced). On exit the
+    stop begins (if it has not): no new command is taken, the running ones get the rest of
+    the drain bound, then the socket is removed.
     """
+    stop = stop or GracefulStop()
     path = channel_path(data_dir)
     with suppress(FileNotFoundError):
         path.unlink()
-    server = _ChannelServer(path, services, os.getuid() if allowed_uid is None else allowed_uid)
+    uid = os.getuid() if allowed_uid is None else allowed_uid
+    server = _ChannelServer(path, services, uid, stop)
     path.chmod(0o600)
     thread = threading.Thread(
         target=server.serve_forever, name="engram-maintenance-channel", daemon=True
@@ -158,7 +182,9 @@ def maintenance_channel(
     try:
         yield path
     finally:
-        server.shutdown()
+        stop.begin()
+        server.shutdown()  # accepts no further connection
+        stop.wait_drained()
         server.server_close()
         with suppress(FileNotFoundError):
             path.unlink()
@@ -183,14 +209,19 @@ def send_command(
             connection.connect(str(path))
         except (FileNotFoundError, ConnectionRefusedError):
             return None  # no server, or a dead one's socket: the admin opens the store
-        connection.sendall(json.dumps(command.as_json()).encode() + b"\n")
-        with connection.makefile("rb") as replies:
-            for line in replies:
-                reply = json.loads(line)
-                if "progress" in reply:
-                    progress(str(reply["progress"]))
-                    continue
-                return _final(reply)
+        try:
+            connection.sendall(json.dumps(command.as_json()).encode() + b"\n")
+            with connection.makefile("rb") as replies:
+                for line in replies:
+                    reply = json.loads(line)
+                    if "progress" in reply:
+                        progress(str(reply["progress"]))
+                        continue
+                    return _final(reply)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # The server closes on a peer it refuses; if that close overtook our request,
+            # the refusal is all this error can mean.
+            raise ToolError(ErrorCode.UNAUTHORIZED, "the server refused the channel") from exc
     finally:
         connection.close()
     raise ToolError(ErrorCode.STORE_UNAVAILABLE, "the server closed the channel mid-command")

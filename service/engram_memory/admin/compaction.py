@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.crypto.keystore import KeyStoreBusy
 from engram_memory.store import inventory
 from engram_memory.tools.runtime import CallContext, Services
 
@@ -25,7 +27,7 @@ class CompactionService:
 
         Raises:
             ToolError: UNAUTHORIZED without `maintain` in every scope; STORE_UNAVAILABLE when
-                the copy or swap fails (the old file keeps serving).
+                a rotation or backup runs, or the copy or swap fails (the old file serves).
         """
 
         def act(ctx: CallContext) -> dict[str, JsonValue]:
@@ -34,7 +36,12 @@ class CompactionService:
             for scope_ref in (s for s in scopes if s != ctx.scope_ref):
                 authorize_operator(ctx, who, "maintain", "compact", scope_ref)
             progress("compact: copying live rows to a fresh store file (calls wait)")
-            before, after = self.services.database.compact()
+            try:
+                # A backup's snapshot cursor must not see its store file swapped away.
+                with self.services.keys.rotation_lock():
+                    before, after = self.services.database.compact()
+            except KeyStoreBusy as exc:
+                raise ToolError(ErrorCode.STORE_UNAVAILABLE, "a rotation or backup runs") from exc
             progress(f"  done: {before} -> {after} bytes; the old file is shredded")
             return {"bytes_before": before, "bytes_after": after}
 

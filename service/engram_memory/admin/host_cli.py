@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         current = RootKey.load(Path(args.current))
         ring = current.without_previous() if args.drop_previous else current.rotated()
         ring.write_new(Path(args.out))
-        print(f"root key id {ring.key_id.hex()} written to {args.out}", file=sys.stderr)
+        print(f"root key id {ring.key_id.hex()} written to {args.out}")
         return 0
     signer = HostSigningKey.from_pem_file(Path(args.signing_key))
     token = mint_invocation(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from engram_memory.contract.errors import EngramError
 from engram_memory.crypto import keyfile
+from engram_memory.crypto.destruction_pause import DestructionPause
 from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
 from engram_memory.durable_files import fsync_directory, shred
 
@@ -137,6 +138,8 @@ class KeyStore:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
+        # A backup's key copy holds destructions back (crypto/destruction_pause.py).
+        self.destructions = DestructionPause()
 
     @staticmethod
     def file_name(scope_ref: str, item_id: str) -> str:
@@ -298,7 +301,7 @@ class KeyStore:
         if not path.parent.is_dir():
             return True
         try:
-            with self.shard_lock(path.parent, exclusive=False):
+            with self.destructions.destroying(), self.shard_lock(path.parent, exclusive=False):
                 return shred(path)
         except KeyStoreUnavailable:
             return False

@@ -94,20 +94,19 @@ def run(args: argparse.Namespace) -> int:
         if not stale and args.rebuild:
             stale = shipped_bundle_differs(opa_bin=args.opa, progress=_progress)
         if not stale:
-            print(f"shipped bundle is current: {DEFAULT_BUNDLE_DIR}", file=sys.stderr)
+            print(f"shipped bundle is current: {DEFAULT_BUNDLE_DIR}")
             return 0
         print(
             f"shipped bundle differs from rego/ + policies/ ({', '.join(stale)}): "
-            "run `engram-memory policy build` and commit the result",
-            file=sys.stderr,
+            "run `engram-memory policy build` and commit the result"
         )
         return 1
     if command == "validate":
         tenants = load_policies(args.policies)
-        print(f"{len(tenants)} tenant(s) valid: {', '.join(sorted(tenants))}", file=sys.stderr)
+        print(f"{len(tenants)} tenant(s) valid: {', '.join(sorted(tenants))}")
         return 0
     identity = verify_bundle(args.bundle_dir)
     if command == "verify":
-        print(f"bundle verified: {identity.revision}", file=sys.stderr)
+        print(f"bundle verified: {identity.revision}")
     print(f"revision {identity.revision}\ndigest {identity.digest}")
     return 0

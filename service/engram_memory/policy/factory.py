@@ -2,7 +2,9 @@
 
 - `embedded`: the bundle's `policy.wasm` in-process (default; no OPA binary needed);
 - `opa-spawn`: a private `opa run --server` on 127.0.0.1 serving the bundle, stopped with us;
-- `http(s)://host:port`: an OPA server run by the operator, expected to serve the bundle.
+- `http(s)://host:port`: an OPA server run by the operator, expected to serve the bundle;
+  one that does not answer at startup is logged as a warning (calls fail closed until it
+  answers).
 
 In every case the expected identity comes from the verified bundle directory, so a server
 serving anything else answers `POLICY_STALE`.
@@ -11,8 +13,10 @@ serving anything else answers `POLICY_STALE`.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, verify_bundle
@@ -20,8 +24,16 @@ from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
 
+log = logging.getLogger("engram_memory.policy")
+
 EMBEDDED = "embedded"
 OPA_SPAWN = "opa-spawn"
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 @contextlib.contextmanager
@@ -60,6 +72,13 @@ def open_policy_engine(
         return
     if policy.startswith(("http://", "https://")):
         engine = OpaServerEngine(policy, timeout_seconds=timeout_seconds)
+        if not engine.answers_health():
+            # Not fatal: OPA may come up later; until then every call is POLICY_UNAVAILABLE.
+            log.warning(
+                "the OPA server at %s does not answer; calls fail with POLICY_UNAVAILABLE "
+                "until it does",
+                _without_credentials(policy),
+            )
         try:
             yield engine, identity
         finally:

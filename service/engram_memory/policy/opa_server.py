@@ -130,6 +130,14 @@ class OpaServerEngine:
             raise PolicyUnavailable("opa server: bundle has no revision")
         return revision
 
+    def answers_health(self) -> bool:
+        """Whether OPA answers `/health?bundles` now (a startup diagnostic, not a gate:
+        decisions fail closed on their own when it does not)."""
+        try:
+            return _healthy(self._client())
+        except (OSError, ValueError):
+            return False
+
     def close(self) -> None:
         with self._clients_lock:
             clients, self._clients = self._clients, []

@@ -217,11 +217,20 @@ class Database:
         return database
 
     def close(self, *, checkpoint: bool = True) -> None:
-        """Close the connection; without `checkpoint`, leave the file and its WAL as found
-        (a store that is refused must stay as it was, for the operator to inspect)."""
+        """Fold the WAL into the file, then close: the next start replays nothing.
+
+        Without `checkpoint`, leave the file and its WAL as found (a store that is refused
+        must stay as it was, for the operator to inspect); a damaged file is never written.
+        A failed checkpoint is logged and the close goes on (the WAL stays and is replayed).
+        """
         with self._lock, self._readers.exclusive(), suppress(duckdb.Error):
-            if not checkpoint or self._damaged:  # never write onto a damaged file
+            if not checkpoint or self._damaged:
                 self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
+            else:
+                try:
+                    self._connection.execute("CHECKPOINT")  # a no-op on a read-only store
+                except duckdb.Error:
+                    log.warning("store: checkpoint at close failed; the next start replays the WAL")
             self._connection.close()
 
     def _migrate(self) -> None:
@@ -339,6 +348,32 @@ class Database:
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)
         return count
+
+    @contextmanager
+    def snapshot_copy(self, target: Path) -> Iterator[Transaction]:
+        """A read transaction on its own cursor; when the block ends, the store as this
+        transaction sees it is copied into a new DuckDB file `target` (store/snapshot.py).
+
+        Writers go on meanwhile (MVCC): nothing they commit is seen or copied.
+
+        Raises:
+            StoreUnavailable: the snapshot or its copy failed (`target` is the caller's to
+                shred).
+        """
+        from engram_memory.store.snapshot import copied_on_exit
+
+        if self._damaged:
+            raise StoreCorrupt("store stopped: file damaged")
+        _, heads = self.heads()  # before the snapshot begins: never more than it holds
+        with self._lock:  # the connection is shared; a cursor of it is not
+            cursor = self._connection.cursor()
+        try:
+            with copied_on_exit(cursor, target):
+                yield Transaction(self, cursor, heads, writable=False)
+        except duckdb.Error as exc:
+            raise self.driver_failure(exc, "snapshot copy failed") from exc
+        finally:
+            cursor.close()
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the store into a fresh file of live rows only, then shred the old file.

@@ -17,6 +17,12 @@ def item_refs(tx: Transaction) -> list[tuple[str, str]]:
     return [(str(scope), str(item)) for scope, item in tx.fetchall(_Q["item_refs"])]
 
 
+def live_item_refs(tx: Transaction) -> list[tuple[str, str]]:
+    """(scope_ref, item id) of every item whose key must still exist: pending candidates
+    and records that keep a sealed body."""
+    return [(str(scope), str(item)) for scope, item in tx.fetchall(_Q["live_item_refs"])]
+
+
 def scopes(tx: Transaction) -> list[str]:
     """Every scope with a journal event, a candidate or a record."""
     return [str(row[0]) for row in tx.fetchall(_Q["scopes"])]

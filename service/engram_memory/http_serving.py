@@ -1,0 +1,112 @@
+"""Streamable HTTP serving around the MCP app: bind first, drain on a stop signal.
+
+The MCP wiring itself is in mcp_server.py; this module knows uvicorn and ASGI only.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from engram_memory.stopping import GracefulStop
+
+
+class AdmitWhileServing:
+    """ASGI: each POST (one MCP exchange) counts in flight until its response is sent; once
+    a stop began, a new one gets 503 with `Connection: close` (the client retries elsewhere)."""
+
+    def __init__(self, app: ASGIApp, stop: GracefulStop) -> None:
+        self._app, self._stop = app, stop
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        call = object()
+        if not self._stop.admit(call):
+            headers = [(b"connection", b"close"), (b"retry-after", b"1"), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 503, "headers": headers})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._stop.leave(call)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, but a stop signal drains our calls first and is not re-raised afterwards.
+
+    uvicorn's own handling re-raises the signal once it stopped, so the process died by
+    SIGTERM (-15) before the store was closed, and SIGINT ended in a traceback.
+    """
+
+    def __init__(self, config: uvicorn.Config, stop: GracefulStop, url: str) -> None:
+        super().__init__(config)
+        self._stop = stop
+        self._url = url
+        self._signals = 0
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in _STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A signal handler: only count here; `on_tick` acts on it inside the event loop.
+        # (Not uvicorn's handler: sse-starlette hooks that one to cut every stream at once.)
+        self._signals += 1
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(f"engram-memory: streamable HTTP on {self._url}", file=sys.stderr, flush=True)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._signals and not self._stop.stopping:
+            self._stop.begin()
+            for server in self.servers:
+                server.close()  # no new connections while draining
+        if self._signals > 1:
+            self._stop.abandon()
+        if self._stop.stopping and (self._stop.drained or self._stop.deadline_passed):
+            self._stop.abandon()  # a no-op when drained
+            self.should_exit = True  # uvicorn closes connections, sse streams end
+        return await super().on_tick(counter)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind the HTTP listening socket before anything else starts.
+
+    Raises:
+        OSError: the address is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
