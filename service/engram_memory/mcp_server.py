@@ -11,6 +11,8 @@ as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
 import signal
@@ -179,13 +181,23 @@ class _StdinLines:
             for line in _text_lines(self._fd):
                 anyio.from_thread.run(self._send.send, line, token=token)
             anyio.from_thread.run(self._send.aclose, token=token)
-        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except (
+            RuntimeError,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            asyncio.CancelledError,
+            concurrent.futures.CancelledError,
+        ):
             return  # the session ended first; nobody waits for more lines
 
     def stop_reading(self) -> None:
         self._reading = False
         if self._waiting is not None:
             self._waiting.cancel()
+        # A line the pump is handing over when the stop begins would wait forever (the
+        # stream has no buffer) and be cancelled, noisily, as the loop shuts down; closing
+        # our end turns that wait into BrokenResourceError, which the pump expects.
+        self._receive.close()
 
     def end(self) -> None:
         self.stop_reading()
