@@ -15,7 +15,6 @@ transaction returns, so every acknowledged write is covered.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
@@ -37,12 +36,14 @@ from engram_memory.store.driver_errors import (
 )
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads
 from engram_memory.store.readers import ReaderPool
+from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from engram_memory.store.schema import StoreVersionSkew as StoreVersionSkew
+from engram_memory.store.schema import apply_migrations, check_version
 from engram_memory.store.transaction import Transaction as Transaction
 
 DATABASE_FILE = "engram.duckdb"
 COMPACT_SUFFIX = ".compacting"  # store/compaction.py: the fresh copy, then the old file
 RETIRED_SUFFIX = ".retired"
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 log = logging.getLogger("engram_memory.store")
 
@@ -86,10 +87,6 @@ class HeadsAnchor(Protocol):
         """
 
 
-class StoreVersionSkew(EngramError):
-    """The file was written by a newer (or foreign) schema; the service refuses to start."""
-
-
 def load_queries(package: str, filename: str) -> dict[str, str]:
     """Named statements from a `.sql` file (`-- name: x` precedes each statement)."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
@@ -97,17 +94,6 @@ def load_queries(package: str, filename: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
 
 
-def _migrations() -> list[tuple[int, str, str]]:
-    folder = resources.files("engram_memory.store").joinpath("migrations")
-    found = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
-    return sorted(found)
-
-
-SCHEMA_VERSION = max(version for version, _, _ in _migrations())
 _HEADS = load_queries("engram_memory.store.sql", "heads.sql")
 
 
@@ -235,30 +221,11 @@ class Database:
 
     def _migrate(self) -> None:
         with self.transaction() as tx:
-            tx.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, sha256 VARCHAR NOT NULL)"
-            )
-            applied = {row[0]: row[2] for row in tx.fetchall("SELECT * FROM schema_migrations")}
-            for version, name, sql in _migrations():
-                checksum = hashlib.sha256(sql.encode("utf-8")).hexdigest()
-                if version in applied:
-                    if applied[version] != checksum:
-                        raise StoreVersionSkew(f"migration {name} differs from the applied one")
-                    continue
-                tx.execute(sql)
-                tx.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, checksum]
-                )
+            apply_migrations(tx)
 
     def _check_version(self) -> None:
         with self.transaction() as tx:
-            row = tx.fetchone("SELECT max(version) FROM schema_migrations")
-        if row is None or row[0] != SCHEMA_VERSION:
-            raise StoreVersionSkew(
-                f"store schema version {row[0] if row else None}, "
-                f"this build expects {SCHEMA_VERSION}"
-            )
+            check_version(tx)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
