@@ -36,6 +36,8 @@ from typing import Any
 from bench.report import RESULTS, machine_load, write_report
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
+from engram_memory.core import item_keys, steps
+from engram_memory.core.runtime import CallContext, Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.demo import demo_capture_arguments
@@ -46,9 +48,7 @@ from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.anchors import open_anchor
 from engram_memory.store.database import Database, Transaction, load_queries
-from engram_memory.tools import item_keys, steps
 from engram_memory.tools.dispatch import CallRequest, MemoryService
-from engram_memory.tools.runtime import CallContext, Services, ServiceSettings
 
 SIGNER = HostSigningKey.generate()
 _BULK = load_queries("bench", "bulk_load.sql")

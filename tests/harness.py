@@ -16,6 +16,7 @@ import pytest
 
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation
@@ -25,7 +26,6 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import CallRequest, MemoryService
-from engram_memory.tools.runtime import Services, ServiceSettings
 
 SIGNER = HostSigningKey.generate()
 

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError, StoreDamaged
+from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
 from engram_memory.host.keys import HostKeyring
@@ -29,8 +31,6 @@ from engram_memory.store.database import (
 from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.integrity import read_every_row
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.key_recovery import orphan_grace_s, recover_key_directory
-from engram_memory.tools.runtime import Services, ServiceSettings
 
 
 def _clock_ms() -> int:

@@ -10,9 +10,9 @@ import pytest
 from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core.runtime import Services
 from engram_memory.store import audit, journal
 from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller, ok_value
 from tests.rules.steps import SCOPE, files_holding, search_ids
 from tests.tools.test_tool_rules import accepted_record, capture, forget

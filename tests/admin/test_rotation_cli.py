@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -22,7 +23,6 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.runtime import Services, ServiceSettings
 from tests.harness import SIGNER, Caller, _clock
 from tests.tools.test_tool_rules import accepted_record, code, value
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import (
     PAUSE_BEFORE_COMMIT,
@@ -17,7 +18,6 @@ from engram_memory.failpoints import (
     UnsafeFailpointWarning,
 )
 from engram_memory.tools.dispatch import CallRequest
-from engram_memory.tools.runtime import Services
 from tests.failpoints.test_drop_response_after_commit import (
     CAPTURE,
     FORGET,

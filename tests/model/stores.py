@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
-from engram_memory.tools.runtime import Services, ServiceSettings
 from tests.harness import SIGNER
 
 SHM = Path("/dev/shm")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError, ErrorCode
+from engram_memory.contract.receipts import receipt_digest_of
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
     AUTHZ_PATH,
@@ -22,7 +23,6 @@ from engram_memory.policy.engine import (
     PolicyStale,
     PolicyUnavailable,
 )
-from engram_memory.policy.receipts import receipt_digest_of
 from tests.policy.conftest import NOW_MS, fixed_clock, subject
 
 DIGEST = "sha256:" + "1" * 64

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from engram_memory.core.runtime import Services
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.runtime import Services
 from tests.rules.steps import Clock, ClockedCaller
 
 

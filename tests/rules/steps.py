@@ -8,7 +8,7 @@ from typing import Any
 
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.tools.runtime import Services
+from engram_memory.core.runtime import Services
 from tests.harness import Caller
 
 CAPTURE = "engram_memory_capture"

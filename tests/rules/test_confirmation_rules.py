@@ -18,6 +18,7 @@ import pytest
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.demo import demo_capture_arguments
@@ -32,7 +33,6 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.runtime import Services, ServiceSettings
 from tests.harness import SIGNER, Caller, _clock, error_of, fresh_key, ok_value
 from tests.rules.steps import (
     ADMIT,

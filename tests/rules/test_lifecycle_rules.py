@@ -15,8 +15,8 @@ import pytest
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.contract.digests import record_id_for
 from engram_memory.contract.types import format_instant
+from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller, error_of, fresh_key, ok_value
 from tests.rules.steps import (
     ADMIT,

@@ -13,8 +13,8 @@ from engram_memory.admin.commands import AdminCommand
 from engram_memory.admin.maintenance import RECORD_OPERATIONS, MaintenanceService, Operator
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.schemas import TOOL_SPECS
+from engram_memory.core.runtime import Services
 from engram_memory.policy.decider import MAINTENANCE_PATH
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller, error_of, ok_value
 from tests.rules.steps import GET, get_args, journal_operations
 from tests.tools.test_tool_rules import accepted_record, high_water

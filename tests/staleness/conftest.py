@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
@@ -37,7 +38,6 @@ from engram_memory.policy.opa_binary import require_opa_binary
 from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.runtime import Services, ServiceSettings
 from tests.harness import SIGNER
 
 SWITCH_TIMEOUT_SECONDS = 20.0

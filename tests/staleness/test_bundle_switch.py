@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from engram_memory.core.runtime import Services
 from engram_memory.crypto.keys import RootKey
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import ADMISSION_PATH
 from engram_memory.policy.engine import EngineAnswer, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 from tests.harness import error_of as _error
 from tests.harness import fresh_key as _key

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from engram_memory.core.runtime import Services
 from engram_memory.store import audit
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, code, high_water, value
 
@@ -135,7 +135,7 @@ def test_unexpected_failure_after_commit_is_mutation_outcome_unknown_and_retry_s
         "reason_ref": "reason:r",
     }
     with monkeypatch.context() as patch:
-        patch.setattr("engram_memory.tools.steps.destroy_key", _explode)
+        patch.setattr("engram_memory.core.steps.destroy_key", _explode)
         lost = alice.call(
             "engram_memory_forget", args, alice.confirm("engram_memory_forget", args, record_id)
         )

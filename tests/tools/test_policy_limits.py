@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
+from engram_memory.core.rate_limits import RateLimiter
+from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import RateLimit
 from engram_memory.tools.dispatch import MemoryService
-from engram_memory.tools.rate_limits import RateLimiter
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 from tests.tools.test_tool_rules import CAPTURE, _key, code, high_water, value
 

@@ -11,9 +11,9 @@ from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.contract.types import format_instant
+from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import journal
-from engram_memory.tools.runtime import Services
 from tests.harness import Caller
 
 FORGET = "engram_memory_forget"

@@ -26,6 +26,7 @@ from engram_memory.contract.errors import (
     StoreDamaged,
     StoreRefusal,
 )
+from engram_memory.core.key_recovery import audit_key_directory
 from engram_memory.crypto.key_audit import KeyDirectoryInconsistent
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
@@ -36,7 +37,6 @@ from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.export import export_tables
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.journal import JournalCorrupt
-from engram_memory.tools.key_recovery import audit_key_directory
 
 EXIT_CHAIN_BROKEN = 1
 

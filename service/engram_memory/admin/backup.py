@@ -43,6 +43,8 @@ from engram_memory.admin.maintenance import (
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.archive import ArchiveWriter
 from engram_memory.crypto.keystore import (
     KEYS_DIRECTORY,
@@ -57,8 +59,6 @@ from engram_memory.store.database import (
     SCHEMA_VERSION,
     StoreUnavailable,
 )
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import CallContext, Services
 
 log = logging.getLogger("engram_memory.admin.backup")
 

@@ -36,8 +36,8 @@ from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.core.runtime import Services
 from engram_memory.stopping import GracefulStop
-from engram_memory.tools.runtime import Services
 
 log = logging.getLogger("engram_memory.admin.channel")
 

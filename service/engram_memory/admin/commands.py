@@ -25,8 +25,8 @@ from engram_memory.admin.maintenance import (
 from engram_memory.admin.rotation import RotationService
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core.runtime import Services
 from engram_memory.crypto.keys import RootKey
-from engram_memory.tools.runtime import Services
 
 Operand = str | bool
 

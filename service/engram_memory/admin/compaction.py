@@ -13,9 +13,9 @@ from __future__ import annotations
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.keystore import KeyStoreBusy
 from engram_memory.store import inventory
-from engram_memory.tools.runtime import CallContext, Services
 
 
 class CompactionService:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext, Services
 from engram_memory.store import inventory
 from engram_memory.store.anchors import HeadAnchor
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import CallContext, Services
 
 
 class LossService:

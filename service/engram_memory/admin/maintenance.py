@@ -17,13 +17,13 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
+from engram_memory.core import item_keys, steps
+from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
+from engram_memory.core.failures import known_failure
+from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
 from engram_memory.store.database import StoreCorrupt, StoreUnavailable, Transaction
-from engram_memory.tools import item_keys, steps
-from engram_memory.tools.admission import conclude_admission, rebuild_record
-from engram_memory.tools.failures import known_failure
-from engram_memory.tools.runtime import CallContext, Services
 
 RECORD_OPERATIONS = (
     "dispute",

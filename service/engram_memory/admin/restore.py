@@ -34,6 +34,8 @@ from engram_memory.admin.backup import (
 from engram_memory.admin.maintenance import Operator, Progress, operator_context, split_scope_ref
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core import steps
+from engram_memory.core.runtime import Services
 from engram_memory.crypto.archive import ArchiveForeign, ArchiveInvalid, ArchiveReader
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import (
@@ -55,8 +57,6 @@ from engram_memory.store.database import (
     StoreVersionSkew,
 )
 from engram_memory.store.journal import JournalCorrupt
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import Services
 
 _MAX_MANIFEST = 1 << 26
 _DAY_MS = 86_400_000

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
 from engram_memory.contract.errors import EngramError
-from engram_memory.policy.receipts import DecisionReceipt, receipt_digest_of
+from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
 from engram_memory.store.database import Transaction, load_queries
 
 _Q = load_queries("engram_memory.store.sql", "audit.sql")

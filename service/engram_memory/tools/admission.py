@@ -7,25 +7,14 @@ from typing import Any
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
-from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
-from engram_memory.contract.types import format_instant, parse_instant
+from engram_memory.contract.types import format_instant
+from engram_memory.core import indexing, item_keys, steps
+from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
+from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
-from engram_memory.store import journal, memory
+from engram_memory.store import memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools import indexing, item_keys, steps
-from engram_memory.tools.records import build_record
-from engram_memory.tools.runtime import CallContext
-
-
-def rebuild_record(envelope: dict[str, Any], capture_cursor: int) -> dict[str, JsonValue]:
-    return build_record(
-        envelope["payload"],
-        recorded_at=str(envelope["recorded_at"]),
-        recorded_cursor=str(capture_cursor),
-        authorization_receipt_digest=str(envelope["authorization_receipt_digest"]),
-        trust=envelope["trust"],
-    )
 
 
 def _admission_candidate(
@@ -99,7 +88,7 @@ def request_admission(
     ctx.check_before_commit()
 
     if outcome == "accept":
-        # The record's key is durable before the transaction opens (tools/item_keys.py).
+        # The record's key is durable before the transaction opens (core/item_keys.py).
         try:
             with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
                 sealed = key.seal(record)
@@ -209,90 +198,3 @@ def _commit_decision(
     if operation == "accept":
         body["record_id"] = record["record_id"]
     return body
-
-
-def conclude_admission(
-    tx: Transaction,
-    ctx: CallContext,
-    candidate: memory.CandidateRow,
-    record: dict[str, JsonValue],
-    operation: str,
-    fields: dict[str, JsonValue],
-    sealed_record: bytes | None,
-    prepared_index: indexing.RecordIndex | None = None,
-) -> journal.JournalEvent:
-    """Journal the accept or reject of a pending candidate, promote it on accept, end it.
-
-    Shared by policy admission and host adjudication, which differ only in the event
-    `fields` naming who decided and why. On accept, `sealed_record` is the record sealed
-    under its own new key (`item_keys.fresh_key`) and `prepared_index` (see `promote`) keeps
-    term keying out of the transaction. Either way the candidate's body is cleared and its
-    key's destruction promised here; the caller carries it out after COMMIT
-    (`item_keys.after_commit` with the candidate's id).
-
-    Raises:
-        ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
-        ValueError: an accept without a sealed record (a programming error).
-    """
-    to_state = next_state(operation, candidate.state)
-    body: dict[str, JsonValue] = {**fields, "recorded_at": ctx.now_instant}
-    if operation == "accept":
-        # Links the candidate's history to the record's for auditors (ids only).
-        body["record_id"] = record["record_id"]
-    event = journal.append(
-        tx,
-        ctx.scope_ref,
-        event_id=f"admission:{candidate.candidate_id}",
-        operation=operation,
-        target_id=candidate.candidate_id,
-        fields=body,
-    )
-    if operation == "accept":
-        if sealed_record is None:
-            raise ValueError("an accepted record must be sealed under its own key")
-        promote(tx, ctx, candidate, record, event.cursor, sealed_record, prepared_index)
-    memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
-    # The promoted record is the only way left to open the content (issue 7, item 1).
-    item_keys.end_content(tx, ctx, operation, candidate_id=candidate.candidate_id)
-    return event
-
-
-def promote(
-    tx: Transaction,
-    ctx: CallContext,
-    candidate: memory.CandidateRow,
-    record: dict[str, JsonValue],
-    accept_cursor: int,
-    sealed_record: bytes,
-    prepared_index: indexing.RecordIndex | None = None,
-) -> None:
-    """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
-
-    Shared by policy admission and host adjudication, so both promote identically; the index
-    entries are computed here unless the caller computed them before the transaction.
-    """
-    record_id = str(record["record_id"])
-    ctx.target_ids.append(record_id)
-    payload: Any = record
-    valid_time = payload["valid_time"]
-    expires = payload["retention"].get("expires_at")
-    memory.insert_record(
-        tx,
-        ctx.scope_ref,
-        candidate.candidate_id,
-        memory.RecordRow(
-            record_id=record_id,
-            state="accepted_current",
-            record_digest=candidate.record_digest,
-            payload_digest=candidate.payload_digest,
-            guard_digest=candidate.guard_digest,
-            recorded_cursor=candidate.capture_cursor,
-            accept_cursor=accept_cursor,
-            valid_t=int(valid_time["t"]),
-            valid_t_end=None if "t_end" not in valid_time else int(valid_time["t_end"]),
-            expires_at_ms=None if expires is None else parse_instant(str(expires)),
-            sealed_body=sealed_record,
-        ),
-        ctx.now_ms,
-    )
-    indexing.index_record(tx, ctx, record, prepared_index)

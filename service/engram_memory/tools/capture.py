@@ -16,10 +16,10 @@ from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.inputs import check_capture_time_rules
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
+from engram_memory.core import item_keys, steps
+from engram_memory.core.records import asserted_trust, build_record, effective_payload
+from engram_memory.core.runtime import CallContext
 from engram_memory.store import journal, memory
-from engram_memory.tools import item_keys, steps
-from engram_memory.tools.records import asserted_trust, build_record, effective_payload
-from engram_memory.tools.runtime import CallContext
 
 
 def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | None:
@@ -93,7 +93,7 @@ def capture(
     ctx.check_before_commit()
 
     # The key is durable before the transaction opens; a failed transaction leaves an orphan
-    # key, which `fresh_key` removes (tools/item_keys.py).
+    # key, which `fresh_key` removes (core/item_keys.py).
     try:
         with item_keys.fresh_key(ctx, candidate_id) as key:
             output = _commit(ctx, op_digest, key, effective, evidence, trust, authorization_digest)

@@ -31,14 +31,14 @@ from engram_memory.contract.parsing import (
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
+from engram_memory.core.audit_writer import AuditGroupWriter
+from engram_memory.core.failures import known_failure
+from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import DiscoveryResult
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search
-from engram_memory.tools.audit_writer import AuditGroupWriter
-from engram_memory.tools.failures import known_failure
-from engram_memory.tools.runtime import CallContext, Services
 
 log = logging.getLogger("engram_memory.calls")
 

@@ -6,9 +6,10 @@ from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.search.packets import packet_budget
-from engram_memory.tools import reading, steps
-from engram_memory.tools.runtime import CallContext
+from engram_memory.tools import reading
 
 DEFAULT_MAX_PACKET_BYTES = 65_536
 

@@ -3,7 +3,7 @@
 Both always need a host confirmation (SPEC §7). The transaction that commits the journal event
 also promises, durably, the destruction of every key that could open the content; the keys
 are destroyed right after COMMIT, on a replay, or at the next start after a crash
-(tools/item_keys.py). `complete` is reported only once none of those keys remains.
+(core/item_keys.py). `complete` is reported only once none of those keys remains.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.core import indexing, item_keys, steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools import indexing, item_keys, steps
-from engram_memory.tools.runtime import CallContext
 
 # Every projection a forget must purge; the coverage receipt names them.
 PROJECTIONS = ("lexical_index",)

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.search.redaction import redact, redaction_receipt_digest
 from engram_memory.store import journal, memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import CallContext
 
 
 @dataclass(frozen=True)

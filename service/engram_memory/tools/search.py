@@ -15,6 +15,8 @@ from engram_memory.contract.digests import digest
 from engram_memory.contract.envelope import success_envelope
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.core import indexing, steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.search.cursor import (
     PageCursorFields,
@@ -41,8 +43,7 @@ from engram_memory.search.receipts import (
 )
 from engram_memory.store import memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools import indexing, reading, steps
-from engram_memory.tools.runtime import CallContext
+from engram_memory.tools import reading
 
 PROJECTIONS = ("lexical_index",)
 

@@ -14,6 +14,7 @@ from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.keyfile import KeyFileBroken
 from engram_memory.crypto.sealing import SealBroken, open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
@@ -21,7 +22,6 @@ from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import audit, memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools.runtime import CallContext
 
 log = logging.getLogger("engram_memory.calls")
 
@@ -233,7 +233,7 @@ def destroy_key(ctx: CallContext, item_id: str) -> bool:
 
     Runs after COMMIT on purpose: destroying first and then failing to commit would leave a
     live record that can never be read again. The commit promised it durably
-    (tools/item_keys.py), so a crash before this runs does not lose the destruction.
+    (core/item_keys.py), so a crash before this runs does not lose the destruction.
     """
     destroyed = ctx.services.keys.destroy(ctx.scope_ref, item_id)
     if not destroyed:

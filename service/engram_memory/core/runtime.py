@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
+from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.failpoints import UnsafeFailpoints
@@ -22,7 +23,6 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.receipts import Decision
 from engram_memory.store.database import Database
-from engram_memory.tools.rate_limits import RateLimiter
 
 
 @dataclass(frozen=True)

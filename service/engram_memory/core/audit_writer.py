@@ -14,9 +14,9 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.store.database import Database, StoreUnavailable
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import CallContext
 
 log = logging.getLogger("engram_memory.calls")
 

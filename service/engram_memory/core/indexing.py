@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engram_memory.core.runtime import CallContext
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
 from engram_memory.store import memory
 from engram_memory.store.database import Transaction
-from engram_memory.tools.runtime import CallContext
 
 
 def scope_term_key(ctx: CallContext) -> TermKey:

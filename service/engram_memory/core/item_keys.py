@@ -8,7 +8,7 @@
   candidate's body and durably promises the destruction of every key that could open it.
 - `after_commit` carries the promises out once the transaction committed; a replay calls
   `carry_out` again, and the next start completes whatever a crash interrupted
-  (tools/key_recovery.py). Each reports True only once none of those keys remains.
+  (core/key_recovery.py). Each reports True only once none of those keys remains.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core import steps
+from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.key_hygiene import sweep_temporaries
 from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.store import key_intents
 from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
-from engram_memory.tools import steps
-from engram_memory.tools.runtime import CallContext
 
 log = logging.getLogger("engram_memory.keys")
 

@@ -1,0 +1,50 @@
+"""The shape of a policy decision receipt, shared by the policy engines that mint it and the
+audit trail that stores it (store/audit.py), so neither adapter imports the other.
+
+A receipt proves which policy (path), which bundle (content digest AND revision), which engine
+decided what (result digest) about what (input digest), and why (`reasons`, the rules that
+fired). An auditor re-derives `receipt_digest` without the service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.digests import digest
+
+RECEIPT_KIND = "policy-decision"
+
+
+@dataclass(frozen=True)
+class DecisionReceipt:
+    decision_id: str
+    policy_path: str
+    input_digest: str
+    result_digest: str
+    bundle_revision: str
+    bundle_digest: str
+    engine_id: str
+    engine_version: str
+    reasons: tuple[str, ...]
+    decided_at_ms: int
+    receipt_digest: str
+
+    def body(self) -> dict[str, JsonValue]:
+        return {
+            "decision_id": self.decision_id,
+            "policy_path": self.policy_path,
+            "input_digest": self.input_digest,
+            "result_digest": self.result_digest,
+            "bundle_revision": self.bundle_revision,
+            "bundle_digest": self.bundle_digest,
+            "engine_id": self.engine_id,
+            "engine_version": self.engine_version,
+            "reasons": list(self.reasons),
+            "decided_at_ms": self.decided_at_ms,
+        }
+
+
+def receipt_digest_of(body: Mapping[str, JsonValue]) -> str:
+    return digest(RECEIPT_KIND, body)
