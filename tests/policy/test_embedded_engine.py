@@ -217,3 +217,38 @@ def test_a_trapping_policy_is_policy_unavailable_and_the_engine_survives(
         assert engine.evaluate("engram/authz/decision", {"ok": True}).result == {"reasons": ["ok"]}
     finally:
         engine.close()
+
+
+def test_a_remembered_answer_equals_a_fresh_evaluation_and_cannot_be_altered() -> None:
+    remembering = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR)
+    fresh = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR, memo_entries=0)
+    policy_input = {**subject().as_input(), "tool": "engram_memory_forget"}
+    try:
+        first = remembering.evaluate("engram/authz/decision", policy_input)
+        assert isinstance(first.result, dict)
+        first.result["allow"] = "tampered"  # a caller altering what it was handed
+        again = remembering.evaluate("engram/authz/decision", policy_input)
+        assert again == fresh.evaluate("engram/authz/decision", policy_input)
+        assert again.result is not first.result
+    finally:
+        remembering.close()
+        fresh.close()
+
+
+def test_a_closed_engine_refuses_even_a_question_it_answered_before() -> None:
+    engine = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR)
+    policy_input = {**subject().as_input(), "tool": "engram_memory_get"}
+    engine.evaluate("engram/authz/decision", policy_input)
+    engine.close()
+    with pytest.raises(PolicyUnavailable):
+        engine.evaluate("engram/authz/decision", policy_input)
+
+
+def test_the_memo_keeps_only_its_bound_of_answers() -> None:
+    engine = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR, memo_entries=2)
+    try:
+        for tool in sorted(ALL_TOOLS):
+            engine.evaluate("engram/authz/decision", {**subject().as_input(), "tool": tool})
+        assert engine.remembered_answers() == 2
+    finally:
+        engine.close()

@@ -6,10 +6,18 @@ bounded, thread-safe pool of instances; each evaluation has a wall-clock deadlin
 interruption) and each instance a linear-memory cap, so a runaway or memory-hungry policy
 traps instead of hanging or exhausting the service. Every failure becomes
 `PolicyUnavailable`; nothing raised inside the Wasm host escapes this module.
+
+Answers are memoized per (entrypoint, input). That is exact, not a cache that can go stale:
+the bundle is fixed for the engine's life and refuses host builtins (no clock, no randomness,
+no network), so an entrypoint is a pure function of its input. Most calls repeat the same
+discovery, authorization and confirmation questions; each costs ~1 ms of Wasm.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +38,44 @@ from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnav
 ENGINE_ID = "opa-wasm-embedded"
 
 
+class _AnswerMemo:
+    """A bounded, thread-safe LRU of entrypoint answers, stored as JSON text so no caller can
+    alter a remembered answer through the object it was handed."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._answers: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(path: str, policy_input: Mapping[str, Any]) -> str | None:
+        try:
+            return path + "\n" + json.dumps(policy_input, sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None  # not JSON: evaluated (and refused) without the memo
+
+    def recall(self, key: str) -> object | None:
+        with self._lock:
+            text = self._answers.get(key)
+            if text is None:
+                return None
+            self._answers.move_to_end(key)
+        result: object = json.loads(text)
+        return result
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._answers)
+
+    def keep(self, key: str, result: object) -> None:
+        text = json.dumps(result, separators=(",", ":"))
+        with self._lock:
+            self._answers[key] = text
+            self._answers.move_to_end(key)
+            while len(self._answers) > self._entries:
+                self._answers.popitem(last=False)
+
+
 class EmbeddedWasmEngine:
     """`PolicyEngine` evaluating a verified bundle directory's `policy.wasm` in-process."""
 
@@ -43,10 +89,12 @@ class EmbeddedWasmEngine:
         eval_timeout_seconds: float = 1.0,
         borrow_timeout_seconds: float = 2.0,
         max_memory_pages: int = 512,
+        memo_entries: int = 4096,
     ) -> None:
         """Verify the bundle against its lock, then load `policy.wasm` and `data.json`.
 
-        `max_memory_pages` caps each instance's linear memory (64 KiB pages; 512 = 32 MiB).
+        `max_memory_pages` caps each instance's linear memory (64 KiB pages; 512 = 32 MiB);
+        `memo_entries` bounds the answer memo (0 turns it off).
 
         Raises:
             BundleError: the bundle does not match its lock or the Wasm will not load.
@@ -77,6 +125,8 @@ class EmbeddedWasmEngine:
             raise
         self._policy = policy
         self._entrypoints = frozenset(policy.entrypoints)
+        self._memo = _AnswerMemo(memo_entries) if memo_entries > 0 else None
+        self._closed = False
         self.engine_version = (
             f"opa-py-wasm/{opapywasm.__version__}+opa/{lock.get('opa_version', 'unknown')}"
         )
@@ -92,8 +142,15 @@ class EmbeddedWasmEngine:
             PolicyUnavailable: unknown entrypoint, trap, timeout, memory cap, pool
                 exhaustion, closed engine, unserializable input or undefined result.
         """
+        if self._closed:
+            raise PolicyUnavailable("wasm: engine closed")
         if path not in self._entrypoints:
             raise PolicyUnavailable(f"wasm: no entrypoint {path}")
+        key = None if self._memo is None else self._memo.key(path, policy_input)
+        if key is not None and self._memo is not None:
+            remembered = self._memo.recall(key)
+            if remembered is not None:
+                return EngineAnswer(result=remembered, revision=self.identity.revision)
         try:
             result = self._policy.evaluate(dict(policy_input), entrypoint=path)
         # The one boundary to third-party Wasm code: any failure in there (typed
@@ -103,7 +160,14 @@ class EmbeddedWasmEngine:
             raise PolicyUnavailable(f"wasm: {type(exc).__name__}") from exc
         if result is UNDEFINED:
             raise PolicyUnavailable(f"wasm: undefined result for {path}")
+        if key is not None and self._memo is not None:
+            self._memo.keep(key, result)
         return EngineAnswer(result=result, revision=self.identity.revision)
 
+    def remembered_answers(self) -> int:
+        """How many answers the memo holds (bounded by `memo_entries`)."""
+        return 0 if self._memo is None else len(self._memo)
+
     def close(self) -> None:
+        self._closed = True
         self._policy.close()
