@@ -44,6 +44,8 @@ def _key_path(services: Services, item_id: str) -> Path:
 
 
 def _promised(services: Services) -> list[tuple[str, str]]:
+    """Promises still pending once the tidying queued for the next write has run."""
+    services.database.settle_deferred()
     with services.database.transaction() as tx:
         return key_intents.pending(tx)
 
@@ -220,6 +222,7 @@ def test_start_up_keeps_every_promise_and_sweeps_orphans_but_not_live_keys(
 ) -> None:
     live = capture(alice)["candidate_id"]
     ended, _record = _accepted(alice)
+    services.database.settle_deferred()  # a crash would lose the queued tidying instead
     services.keys.put(SCOPE, ended, b"\x01" * 92)  # survived a crash after the commit
     with services.database.transaction() as tx:
         key_intents.promise(tx, SCOPE, [ended], "accept", 0)

@@ -26,7 +26,7 @@ from engram_memory.crypto.key_hygiene import sweep_temporaries
 from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.store import key_intents
-from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
+from engram_memory.store.database import CommitOutcomeUnknown, Transaction
 
 log = logging.getLogger("engram_memory.keys")
 
@@ -145,13 +145,11 @@ def carry_out(ctx: CallContext, item_ids: Sequence[str]) -> bool:
         if index == 0:
             ctx.services.settings.failpoints.kill_during_destruction(ctx.tool)
     if destroyed:
-        try:
-            with ctx.services.database.transaction() as tx:
-                key_intents.clear(tx, [(ctx.scope_ref, item_id) for item_id in destroyed])
-        except StoreUnavailable:
-            # The call committed and the keys are gone; a stale promise is only re-checked
-            # (and cleared) by a replay or the next start.
-            log.error("key destruction promises not cleared tool=%s", ctx.tool)
+        # The keys are gone; their promises are cleared by the next write transaction rather
+        # than one of their own. Until then (or after a crash) a stale promise is only
+        # re-checked and cleared by a replay or the next start.
+        done = [(ctx.scope_ref, item_id) for item_id in destroyed]
+        ctx.services.database.deferred.add(lambda tx: key_intents.clear(tx, done))
     return len(destroyed) == len(item_ids)
 
 

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
 
 import duckdb
 
 from engram_memory.contract.errors import EngramError
+from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,
     OpenFailure,
@@ -34,7 +34,7 @@ from engram_memory.store.driver_errors import (
     describe_open_failure,
     diagnose_open,
 )
-from engram_memory.store.heads import EMPTY_HEAD, ChainHeads
+from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from engram_memory.store.schema import StoreVersionSkew as StoreVersionSkew
@@ -76,17 +76,6 @@ class StoreOpenFailed(StoreUnavailable):
         self.line = line
 
 
-class HeadsAnchor(Protocol):
-    """Records committed chain heads outside the store file (store/anchors.py)."""
-
-    def cover(self, generation: int) -> None:
-        """Return once the heads of `generation` (or later) are durable.
-
-        Raises:
-            CommitOutcomeUnknown: they could not be made durable.
-        """
-
-
 def load_queries(package: str, filename: str) -> dict[str, str]:
     """Named statements from a `.sql` file (`-- name: x` precedes each statement)."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
@@ -119,6 +108,8 @@ class Database:
         self._heads_lock = threading.Lock()
         self._anchor: HeadsAnchor | None = None
         self._damaged = False
+        # Tidying statements for the next write transaction (store/deferred.py).
+        self.deferred = DeferredWork()
 
     @property
     def damaged(self) -> bool:
@@ -209,6 +200,9 @@ class Database:
         must stay as it was, for the operator to inspect); a damaged file is never written.
         A failed checkpoint is logged and the close goes on (the WAL stays and is replayed).
         """
+        if checkpoint and not self._damaged:
+            with suppress(StoreUnavailable):  # what stays queued, the next start redoes
+                self.settle_deferred()
         with self._lock, self._readers.exclusive(), suppress(duckdb.Error):
             if not checkpoint or self._damaged:
                 self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
@@ -219,6 +213,16 @@ class Database:
                     log.warning("store: checkpoint at close failed; the next start replays the WAL")
             self._connection.close()
 
+    def settle_deferred(self) -> None:
+        """Run the queued tidying now, in a transaction of its own (at close, in tests).
+
+        Raises:
+            StoreUnavailable: as for every transaction (the work stays queued).
+        """
+        if len(self.deferred):
+            with self.transaction(settle=True):
+                pass
+
     def _migrate(self) -> None:
         with self.transaction() as tx:
             apply_migrations(tx)
@@ -228,8 +232,10 @@ class Database:
             check_version(tx)
 
     @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self, *, settle: bool = False) -> Iterator[Transaction]:
         """One serialized DuckDB transaction; commits on exit, rolls back on any exception.
+
+        A transaction that wrote (or `settle`) also runs the queued tidying (`deferred`).
 
         A commit that moved a chain head returns only once the head anchor covers it.
 
@@ -250,8 +256,11 @@ class Database:
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
             tx = Transaction(self, self._connection, self._heads)
+            ran: list[Work] = []
             try:
                 yield tx
+                if tx.wrote or settle:
+                    ran = self.deferred.run_in(tx)
             except BaseException:
                 # The original failure is what matters, not a failed rollback.
                 with suppress(duckdb.Error):
@@ -260,6 +269,7 @@ class Database:
             try:
                 self._connection.execute("COMMIT")
             except duckdb.Error as exc:
+                self.deferred.restore(ran)
                 failure = self.driver_failure(exc, "commit failed")
                 if type(failure) is StoreUnavailable and classify(exc) is DriverFailure.NO_SPACE:
                     # DuckDB rolls the transaction back when its WAL cannot be written.

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST
@@ -86,3 +87,14 @@ def _head(value: object, position: str, hash_field: str) -> Head:
     if not isinstance(hash_value, str):
         raise ValueError("not a head hash")
     return number, hash_value
+
+
+class HeadsAnchor(Protocol):
+    """Records committed chain heads outside the store file (store/anchors.py)."""
+
+    def cover(self, generation: int) -> None:
+        """Return once the heads of `generation` (or later) are durable.
+
+        Raises:
+            CommitOutcomeUnknown: they could not be made durable.
+        """

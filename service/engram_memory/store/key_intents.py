@@ -29,7 +29,9 @@ def promise(
     tx: Transaction, scope_ref: str, item_ids: Iterable[str], operation: str, now_ms: int
 ) -> None:
     """Record that the keys of `item_ids` must be destroyed once `tx` commits."""
-    tx.executemany(_Q["promise"], [(scope_ref, item_id, operation, now_ms) for item_id in item_ids])
+    items = list(item_ids)
+    if items:
+        tx.execute(_Q["promise"], [scope_ref, items, operation, now_ms])
 
 
 def pending(tx: Transaction) -> list[tuple[str, str]]:
@@ -47,7 +49,9 @@ def pending_in_scope(tx: Transaction, scope_ref: str, item_ids: Sequence[str]) -
 
 def clear(tx: Transaction, done: Iterable[tuple[str, str]]) -> None:
     """Forget the promises of (scope_ref, item_id) pairs whose key files are gone."""
-    tx.executemany(_Q["clear"], [(scope, item) for scope, item in done])
+    pairs = list(done)
+    if pairs:
+        tx.execute(_Q["clear"], [[scope for scope, _ in pairs], [item for _, item in pairs]])
 
 
 def clear_candidate_body(tx: Transaction, scope_ref: str, candidate_id: str) -> None:

@@ -3,8 +3,9 @@
 -- file is computed from these rows.
 
 -- name: promise
+-- All of one commit's promises in one statement (executemany costs a statement per row).
 INSERT INTO key_destructions (scope_ref, item_id, operation, promised_at_ms)
-VALUES (?, ?, ?, ?)
+SELECT ?, unnest(?::VARCHAR[]), ?, ?
 ON CONFLICT DO NOTHING;
 
 -- name: pending
@@ -14,7 +15,9 @@ SELECT scope_ref, item_id FROM key_destructions ORDER BY scope_ref, item_id;
 SELECT item_id FROM key_destructions WHERE scope_ref = ? AND list_contains(?, item_id);
 
 -- name: clear
-DELETE FROM key_destructions WHERE scope_ref = ? AND item_id = ?;
+-- Pairs as two parallel lists; a pair matches only its own scope's row.
+DELETE FROM key_destructions
+WHERE (scope_ref, item_id) IN (SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]));
 
 -- name: clear_candidate_body
 UPDATE candidates SET sealed_body = NULL WHERE scope_ref = ? AND candidate_id = ?;
