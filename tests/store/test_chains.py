@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.receipts import DecisionReceipt
 from engram_memory.policy.receipts import make_receipt
 from engram_memory.store import audit, journal
 from engram_memory.store.database import Database, StoreVersionSkew
@@ -140,6 +141,53 @@ def test_any_edit_to_the_audit_trail_is_detected(database: Database, tamper: str
         tx.execute(tamper)
     with pytest.raises(audit.AuditChainBroken), database.transaction() as tx:
         audit.verify(tx)
+
+
+def _receipt(path: str) -> DecisionReceipt:
+    return make_receipt(
+        policy_path=path,
+        policy_input={"tool": "t"},
+        result={"allow": True, "reasons": ["r"]},
+        bundle_revision="rev",
+        bundle_digest="sha256:" + "0" * 64,
+        engine_id="test",
+        engine_version="1",
+        decided_at_ms=1,
+    )
+
+
+def test_a_group_of_entries_chains_in_order_and_each_keeps_its_own_receipts(
+    database: Database,
+) -> None:
+    _audit(database, 1)
+    records = [
+        audit.AuditRecord(
+            recorded_at="2026-01-01T00:00:00.000Z",
+            audit_id=f"group{i}",
+            scope_ref=f"s{i}",
+            principal_ref="p",
+            agent_ref="g",
+            session_ref="x",
+            tool="t",
+            outcome="ok",
+            bundle_digest="d",
+            bundle_revision="r",
+            receipts=tuple(_receipt(f"engram/p{i}/{k}") for k in range(i)),
+        )
+        for i in range(4)
+    ]
+    with database.transaction() as tx:
+        hashes = audit.append_all(tx, records)
+    with database.transaction() as tx:
+        assert audit.verify(tx) == (5, 1 + 0 + 1 + 2 + 3)
+        assert tx.audit_head() == (5, hashes[-1])
+        owners = tx.fetchall(
+            "SELECT audit_id, scope_ref, policy_path FROM decision_receipts "
+            "WHERE audit_id LIKE 'group%' ORDER BY policy_path"
+        )
+    assert owners == [
+        (f"group{i}", f"s{i}", f"engram/p{i}/{k}") for i in range(4) for k in range(i)
+    ]
 
 
 def test_store_written_by_a_newer_schema_refuses_to_open(tmp_path: Path) -> None:

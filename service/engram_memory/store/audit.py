@@ -72,9 +72,40 @@ def append(tx: Transaction, record: AuditRecord) -> str:
     Raises:
         StoreUnavailable: the write failed; the caller must fail the call.
     """
+    return append_all(tx, [record])[0]
+
+
+def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
+    """Append entries in order, chained, with two statements whatever their number (a group
+    commit writes many); return their hashes.
+
+    Raises:
+        StoreUnavailable: the write failed; the caller must fail every call of `records`.
+    """
     sequence, previous = tx.audit_head()  # the writer's head cache, not a query
-    entry: dict[str, JsonValue] = {
-        "sequence": sequence + 1,
+    rows: list[list[object]] = []
+    hashes: list[str] = []
+    for record in records:
+        sequence += 1
+        entry = _entry(record, sequence, previous)
+        previous = _entry_hash(entry)
+        values: list[object] = [entry[c] for c in _COLUMNS]
+        values[9] = json.dumps(entry["target_ids"])
+        values[10] = json.dumps(entry["receipt_digests"])
+        rows.append([*values, previous])
+        hashes.append(previous)
+    if not rows:
+        return hashes
+    # Column-wise lists, unnested row-wise by the statement.
+    tx.execute(_Q["insert"], [list(column) for column in zip(*rows, strict=True)])
+    tx.moved_audit_head((sequence, previous))
+    _insert_receipts(tx, records)
+    return hashes
+
+
+def _entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, JsonValue]:
+    return {
+        "sequence": sequence,
         "recorded_at": record.recorded_at,
         "audit_id": record.audit_id,
         "scope_ref": record.scope_ref,
@@ -91,33 +122,31 @@ def append(tx: Transaction, record: AuditRecord) -> str:
         "detail": record.detail,
         "previous_hash": previous,
     }
-    entry_hash = _entry_hash(entry)
-    values = [entry[c] for c in _COLUMNS]
-    values[9] = json.dumps(entry["target_ids"])
-    values[10] = json.dumps(entry["receipt_digests"])
-    tx.execute(_Q["insert"], [*values, entry_hash])
-    tx.moved_audit_head((sequence + 1, entry_hash))
-    receipts = record.receipts
-    if receipts:
-        tx.execute(
-            _Q["insert_receipts"],
-            [
-                [r.decision_id for r in receipts],
-                record.audit_id,
-                record.scope_ref,
-                [r.policy_path for r in receipts],
-                [r.input_digest for r in receipts],
-                [r.result_digest for r in receipts],
-                [r.bundle_revision for r in receipts],
-                [r.bundle_digest for r in receipts],
-                [r.engine_id for r in receipts],
-                [r.engine_version for r in receipts],
-                [json.dumps(list(r.reasons)) for r in receipts],
-                [r.decided_at_ms for r in receipts],
-                [r.receipt_digest for r in receipts],
-            ],
-        )
-    return entry_hash
+
+
+def _insert_receipts(tx: Transaction, records: Sequence[AuditRecord]) -> None:
+    owned = [(record, receipt) for record in records for receipt in record.receipts]
+    if not owned:
+        return
+    receipts = [receipt for _, receipt in owned]
+    tx.execute(
+        _Q["insert_receipts"],
+        [
+            [r.decision_id for r in receipts],
+            [record.audit_id for record, _ in owned],
+            [record.scope_ref for record, _ in owned],
+            [r.policy_path for r in receipts],
+            [r.input_digest for r in receipts],
+            [r.result_digest for r in receipts],
+            [r.bundle_revision for r in receipts],
+            [r.bundle_digest for r in receipts],
+            [r.engine_id for r in receipts],
+            [r.engine_version for r in receipts],
+            [json.dumps(list(r.reasons)) for r in receipts],
+            [r.decided_at_ms for r in receipts],
+            [r.receipt_digest for r in receipts],
+        ],
+    )
 
 
 def verify(tx: Transaction) -> tuple[int, int]:

@@ -8,7 +8,12 @@ INSERT INTO audit_entries
     (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
      target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
      detail, previous_hash, entry_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+-- One or many entries (a group commit) in one statement: column-wise lists unnested row-wise.
+SELECT unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]);
 
 -- name: scan
 SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
@@ -17,11 +22,11 @@ SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, ses
 FROM audit_entries ORDER BY sequence;
 
 -- name: insert_receipts
--- All of one call's receipts in one statement: parallel lists unnested row-wise.
+-- All receipts of one or many entries in one statement: parallel lists unnested row-wise.
 INSERT INTO decision_receipts
     (decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,
      bundle_digest, engine_id, engine_version, reasons_json, decided_at_ms, receipt_digest)
-SELECT unnest(?::VARCHAR[]), ?, ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]);
 
