@@ -12,7 +12,6 @@ transport. Reports calls/s, p50/p99 and errors; writes `http_concurrency.{json,m
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from bench.report import RESULTS, machine_load, percentile, write_report
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import BINDING, demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import ReferenceHost, connect, wait_until_listening
+from engram_memory.reference_host import ReferenceHost, connect, server_env, wait_until_listening
 
 MIX = ("search", "get", "search", "capture", "get", "request_admission")
 
@@ -176,15 +175,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         workdir = Path(tmp)
         root_key, signing_key, public_keys = init_host_dir(workdir / "secrets")
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": os.environ.get("HOME", ""),
-            "ENGRAM_DATA_DIR": str(workdir / "data"),
-            "ENGRAM_HOST_KEYS": str(public_keys),
-            "ENGRAM_ROOT_KEY": str(root_key),
-            "ENGRAM_POLICY": "embedded",
-            "ENGRAM_MEMORY_ENABLED": "true",
-        }
+        env = server_env(workdir / "data", root_key, public_keys)
         serve = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
         print(f"engram: {args.clients} clients, {args.seconds} s", file=sys.stderr, flush=True)
         process, url = _start([*serve, "--port"], env)

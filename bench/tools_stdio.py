@@ -31,7 +31,7 @@ from bench.report import RESULTS, machine_load, write_report
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import BINDING, demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import ReferenceHost, connect
+from engram_memory.reference_host import ReferenceHost, connect, server_env
 
 APPROVER = "human:bench"
 TOOLS = (
@@ -99,15 +99,7 @@ async def _round(host: ReferenceHost, samples: dict[str, list[float]], i: int) -
 
 async def _run(rounds: int, workdir: Path) -> dict[str, list[float]]:
     root_key, signing_key, public_keys = init_host_dir(workdir / "secrets")
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "ENGRAM_DATA_DIR": str(workdir / "data"),
-        "ENGRAM_HOST_KEYS": str(public_keys),
-        "ENGRAM_ROOT_KEY": str(root_key),
-        "ENGRAM_POLICY": "embedded",
-        "ENGRAM_MEMORY_ENABLED": "true",
-    }
+    env = server_env(workdir / "data", root_key, public_keys)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "engram_memory.cli", "serve", "--transport", "stdio"],

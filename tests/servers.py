@@ -3,29 +3,13 @@ http` on a free loopback port (stdio servers are spawned by the SDK client itsel
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from engram_memory.reference_host import wait_until_listening
-
-
-def server_env(data_dir: Path, root_key: Path, public_keys: Path, **extra: str) -> dict[str, str]:
-    """The environment of a server on `data_dir`, memory enabled, embedded policy engine."""
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "ENGRAM_DATA_DIR": str(data_dir),
-        "ENGRAM_HOST_KEYS": str(public_keys),
-        "ENGRAM_ROOT_KEY": str(root_key),
-        "ENGRAM_MEMORY_ENABLED": "true",
-        "ENGRAM_POLICY": "embedded",
-        **extra,
-    }
 
 
 def free_port() -> int:

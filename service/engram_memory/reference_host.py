@@ -8,11 +8,13 @@ it uses the MCP SDK's client; the server never imports it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -151,6 +153,22 @@ class ReferenceHost:
             return None
         token = self.confirmation_for(tool, arguments, target, approver)
         return await self.call(tool, arguments, confirmation=token)
+
+
+def server_env(data_dir: Path, root_key: Path, public_keys: Path, **extra: str) -> dict[str, str]:
+    """The environment of a server this host starts: its store in `data_dir`, the root key
+    file, the host's public keys, memory enabled, the embedded policy engine; `extra` adds or
+    overrides variables. Nothing else of the host's environment leaks into the server."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "ENGRAM_DATA_DIR": str(data_dir),
+        "ENGRAM_HOST_KEYS": str(public_keys),
+        "ENGRAM_ROOT_KEY": str(root_key),
+        "ENGRAM_MEMORY_ENABLED": "true",
+        "ENGRAM_POLICY": "embedded",
+        **extra,
+    }
 
 
 def wait_until_listening(url: str, process: subprocess.Popen[bytes], attempts: int = 400) -> None:
