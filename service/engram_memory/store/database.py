@@ -35,6 +35,7 @@ from engram_memory.store.driver_errors import (
     diagnose_open,
 )
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
+from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
 from engram_memory.store.schema import StoreVersionSkew as StoreVersionSkew
@@ -101,11 +102,8 @@ class Database:
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
         self._commits = threading.local()
-        # Committed chain heads and how many commits moved them (the anchor's generation);
-        # replaced under `_heads_lock` so the anchor can read them while a transaction runs.
-        self._heads = ChainHeads()
-        self._generation = 0
-        self._heads_lock = threading.Lock()
+        # Committed chain heads, their generation (the anchor's) and recently written keys.
+        self._published = Publication()
         self._anchor: HeadsAnchor | None = None
         self._damaged = False
         # Tidying statements for the next write transaction (store/deferred.py).
@@ -118,8 +116,10 @@ class Database:
 
     def heads(self) -> tuple[int, ChainHeads]:
         """(generation, committed chain heads) as of the last COMMIT."""
-        with self._heads_lock:
-            return self._generation, self._heads
+        return self._published.current()
+
+    def written_since(self, key: str, generation: int) -> bool:
+        return self._published.written_since(key, generation)
 
     def attach_anchor(self, anchor: HeadsAnchor | None) -> None:
         """From now on, every COMMIT that moves a head waits until `anchor` covers it."""
@@ -187,7 +187,7 @@ class Database:
             if not read_only:
                 database._migrate()
             database._check_version()
-            database._heads = database._load_heads()
+            database._published.reset(database._load_heads())
         except BaseException:
             database.close(checkpoint=False)  # a refused store stays as it was found
             raise
@@ -247,7 +247,6 @@ class Database:
                 not be advanced after it (the caller decides whether the outcome of a
                 mutation is unknown).
         """
-        generation = 0
         with self._lock:
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
@@ -255,7 +254,8 @@ class Database:
                 self._connection.execute("BEGIN TRANSACTION")
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
-            tx = Transaction(self, self._connection, self._heads)
+            generation, heads = self._published.current()
+            tx = Transaction(self, self._connection, heads, generation)
             ran: list[Work] = []
             try:
                 yield tx
@@ -279,12 +279,7 @@ class Database:
                 raise CommitOutcomeUnknown("commit failed") from exc
             if tx.wrote:
                 self._commits.count = self.commits_on_this_thread() + 1
-            audit_head, journal_heads = tx.moved_heads()
-            if audit_head is not None or journal_heads:
-                with self._heads_lock:
-                    self._heads = self._heads.advanced(audit_head, journal_heads)
-                    self._generation += 1
-                    generation = self._generation
+            generation = self._published.publish(*tx.moved_heads(), tx.written_keys())
         # Outside the lock, so one anchor write can cover commits made meanwhile.
         if generation and self._anchor is not None:
             self._anchor.cover(generation)
@@ -303,7 +298,7 @@ class Database:
         """
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
-        _, heads = self.heads()
+        generation, heads = self.heads()
         try:
             cursor = self._readers.acquire()
         except duckdb.Error as exc:
@@ -314,7 +309,7 @@ class Database:
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
             try:
-                yield Transaction(self, cursor, heads, writable=False)
+                yield Transaction(self, cursor, heads, generation, writable=False)
             finally:
                 # Nothing was written: ending the snapshot cannot lose anything.
                 with suppress(duckdb.Error):
@@ -341,12 +336,12 @@ class Database:
 
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
-        _, heads = self.heads()  # before the snapshot begins: never more than it holds
+        generation, heads = self.heads()  # before the snapshot begins: never more than it holds
         with self._lock:  # the connection is shared; a cursor of it is not
             cursor = self._connection.cursor()
         try:
             with copied_on_exit(cursor, target):
-                yield Transaction(self, cursor, heads, writable=False)
+                yield Transaction(self, cursor, heads, generation, writable=False)
         except duckdb.Error as exc:
             raise self.driver_failure(exc, "snapshot copy failed") from exc
         finally:

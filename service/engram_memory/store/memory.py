@@ -297,9 +297,27 @@ def postings_for_terms(tx: Transaction, scope_ref: str, terms: Sequence[str]) ->
 # -- idempotency and confirmations ---------------------------------------------------------
 
 
+def _idempotency_identity(scope_ref: str, principal_ref: str, key_digest: str) -> str:
+    return "\0".join(("idempotency", scope_ref, principal_ref, key_digest))
+
+
 def get_idempotency(
-    tx: Transaction, scope_ref: str, principal_ref: str, key_digest: str
+    tx: Transaction,
+    scope_ref: str,
+    principal_ref: str,
+    key_digest: str,
+    *,
+    absent_at: int | None = None,
 ) -> IdempotencyRow | None:
+    """The stored result of (scope, principal, key), or None.
+
+    `absent_at` is the generation of a snapshot that already found no row: the row is read
+    again only if a commit since then wrote this key (store/published.py), so a write
+    transaction re-checks a race without repeating the lookup when there was none.
+    """
+    identity = _idempotency_identity(scope_ref, principal_ref, key_digest)
+    if absent_at is not None and not tx.written_since(identity, absent_at):
+        return None
     for row in tx.fetchall(_Q["get_idempotency"], [key_digest]):
         # Keyed by the indexed digest alone (see `_in_scope`); the rest of the key is here.
         if row[4] == scope_ref and row[5] == principal_ref:
@@ -322,12 +340,17 @@ def put_idempotency(
         _Q["put_idempotency"],
         [scope_ref, principal_ref, key_digest, tool, operation_digest, result_json, now_ms],
     )
+    tx.wrote_key(_idempotency_identity(scope_ref, principal_ref, key_digest))
 
 
-def confirmation_used(tx: Transaction, jti: str) -> bool:
+def confirmation_used(tx: Transaction, jti: str, *, unused_at: int | None = None) -> bool:
+    """True once the confirmation `jti` was consumed; `unused_at` as `absent_at` above."""
+    if unused_at is not None and not tx.written_since("confirmation\0" + jti, unused_at):
+        return False
     row = tx.fetchone(_Q["confirmation_used"], [jti])
     return bool(row and row[0])
 
 
 def consume_confirmation(tx: Transaction, jti: str, scope_ref: str, tool: str, now_ms: int) -> None:
     tx.execute(_Q["consume_confirmation"], [jti, scope_ref, tool, now_ms])
+    tx.wrote_key("confirmation\0" + jti)

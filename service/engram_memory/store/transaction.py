@@ -30,6 +30,7 @@ class Transaction:
         database: Database,
         connection: duckdb.DuckDBPyConnection,
         heads: ChainHeads,
+        generation: int,
         *,
         writable: bool = True,
     ) -> None:
@@ -37,8 +38,11 @@ class Transaction:
         self._connection = connection
         self._writable = writable
         self._committed_heads = heads
+        # What was published when this transaction began (store/published.py).
+        self.generation = generation
         self._audit_head: Head | None = None
         self._journal_heads: dict[str, Head] = {}
+        self._written_keys: list[str] = []
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
 
@@ -59,6 +63,18 @@ class Transaction:
 
     def moved_heads(self) -> tuple[Head | None, dict[str, Head]]:
         return self._audit_head, dict(self._journal_heads)
+
+    def wrote_key(self, key: str) -> None:
+        """Note a key this transaction wrote, published with its commit (`written_since`)."""
+        self._written_keys.append(key)
+
+    def written_keys(self) -> list[str]:
+        return list(self._written_keys)
+
+    def written_since(self, key: str, generation: int) -> bool:
+        """True unless `key` was certainly not committed after a snapshot of `generation`
+        (store/published.py): a write transaction then need not read it again."""
+        return self._database.written_since(key, generation)
 
     def _will_write(self) -> None:
         if not self._writable:
