@@ -171,15 +171,6 @@ class MaintenanceService:
     def __init__(self, services: Services) -> None:
         self.services = services
 
-    def _run(
-        self,
-        who: Operator,
-        operation: str,
-        authority: str,
-        action: Action,
-    ) -> dict[str, JsonValue]:
-        return run_authorized(self.services, who, operation, authority, action)
-
     # -- adjudication ------------------------------------------------------------------
 
     def adjudicate(
@@ -218,7 +209,7 @@ class MaintenanceService:
                 output["record_id"] = record["record_id"]
             return ToolOutcome.succeeded(output, audit)
 
-        return self._run(who, "adjudicate", "maintain", act)
+        return run_authorized(self.services, who, "adjudicate", "maintain", act)
 
     def _conclude(
         self,
@@ -287,7 +278,7 @@ class MaintenanceService:
                 steps.audit_in_transaction(tx, ctx, audit)
             return ToolOutcome.succeeded(output, audit)
 
-        return self._run(who, operation, "maintain", act)
+        return run_authorized(self.services, who, operation, "maintain", act)
 
     def _transition(
         self,
@@ -363,7 +354,7 @@ class MaintenanceService:
                 steps.audit_in_transaction(tx, ctx, audit)
             return ToolOutcome.succeeded({"expired": len(due)}, audit)
 
-        return self._run(who, "expiry_sweep", "maintain", act)
+        return run_authorized(self.services, who, "expiry_sweep", "maintain", act)
 
     # -- inspection (read authority) -------------------------------------------------------
 
@@ -378,7 +369,7 @@ class MaintenanceService:
                 raise ToolError(ErrorCode.NOT_FOUND, "no history")
             return ToolOutcome.succeeded({"target_id": target_id, "events": events}, audit)
 
-        return self._run(who, "history", "read", act)
+        return run_authorized(self.services, who, "history", "read", act)
 
     def inspect_candidate(
         self, who: Operator, candidate_id: str, *, show_content: bool = False
@@ -404,4 +395,4 @@ class MaintenanceService:
             return ToolOutcome.succeeded(view, audit)
 
         operation = "inspect_candidate_content" if show_content else "inspect_candidate"
-        return self._run(who, operation, "read", act)
+        return run_authorized(self.services, who, operation, "read", act)
