@@ -37,6 +37,7 @@ from bench.report import RESULTS, machine_load, write_report
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.core import item_keys, steps
+from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import CallContext, Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -173,11 +174,12 @@ def _governance(services: Services, caller: Caller, rounds: int) -> dict[str, li
     body: dict[str, Any] = {"text": "x" * 600}
     for _ in range(rounds):
         ctx = CallContext(services, invocation, "engram_memory_capture", _clock())
+        audit = CallAudit()
         start = time.perf_counter()
-        ctx.record(services.decider.authz(subject, "engram_memory_capture").decision)
+        audit.decided(services.decider.authz(subject, "engram_memory_capture").decision)
         mid = time.perf_counter()
         with services.database.transaction() as tx:
-            steps.write_audit(tx, ctx, "ok")
+            steps.write_audit(tx, ctx, audit.facts("ok"))
         end = time.perf_counter()
         with item_keys.fresh_key(ctx, f"bench-item-{uuid.uuid4().hex}") as key:
             key.seal(body)

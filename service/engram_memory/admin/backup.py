@@ -44,6 +44,7 @@ from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.core import steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.archive import ArchiveWriter
 from engram_memory.crypto.keystore import (
@@ -111,11 +112,11 @@ class BackupService:
                 backup runs, the snapshot fails, or the archive cannot be written.
         """
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             with self.services.database.transaction() as tx:
                 scopes = inventory.scopes(tx)
             for scope_ref in (s for s in scopes if s != ctx.scope_ref):
-                authorize_operator(ctx, who, "maintain", "backup", scope_ref)
+                authorize_operator(ctx, audit, who, "maintain", "backup", scope_ref)
             try:
                 with self.services.keys.rotation_lock():
                     result = self._write(out, progress)
@@ -126,8 +127,8 @@ class BackupService:
                 f"root_key_id={result['root_key_id']}"
             )
             with self.services.database.transaction() as tx:
-                steps.write_audit(tx, ctx, "ok", detail)
-            return result
+                steps.audit_in_transaction(tx, ctx, audit, "ok", detail)
+            return ToolOutcome.succeeded(result, audit)
 
         return run_authorized(self.services, who, "backup", "maintain", act)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.keystore import KeyStoreBusy
 from engram_memory.store import inventory
@@ -30,11 +31,11 @@ class CompactionService:
                 a rotation or backup runs, or the copy or swap fails (the old file serves).
         """
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             with self.services.database.transaction() as tx:
                 scopes = inventory.scopes(tx)
             for scope_ref in (s for s in scopes if s != ctx.scope_ref):
-                authorize_operator(ctx, who, "maintain", "compact", scope_ref)
+                authorize_operator(ctx, audit, who, "maintain", "compact", scope_ref)
             progress("compact: copying live rows to a fresh store file (calls wait)")
             try:
                 # A backup's snapshot cursor must not see its store file swapped away.
@@ -43,6 +44,6 @@ class CompactionService:
             except KeyStoreBusy as exc:
                 raise ToolError(ErrorCode.STORE_UNAVAILABLE, "a rotation or backup runs") from exc
             progress(f"  done: {before} -> {after} bytes; the old file is shredded")
-            return {"bytes_before": before, "bytes_after": after}
+            return ToolOutcome.succeeded({"bytes_before": before, "bytes_after": after}, audit)
 
         return run_authorized(self.services, who, "compact", "maintain", act)

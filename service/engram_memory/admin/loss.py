@@ -14,6 +14,7 @@ from engram_memory.admin.maintenance import Operator, Progress, authorize_operat
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
 from engram_memory.core import steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.store import inventory
 from engram_memory.store.anchors import HeadAnchor
@@ -37,7 +38,7 @@ class LossService:
         """
         database = self.services.database
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             anchor = database.anchor
             loss = anchor.loss if isinstance(anchor, HeadAnchor) else None
             with database.transaction() as tx:
@@ -45,20 +46,24 @@ class LossService:
             if loss is not None and loss.anchored is not None:
                 scopes |= set(loss.anchored.journal)
             for scope_ref in sorted(scopes - {ctx.scope_ref}):
-                authorize_operator(ctx, who, "maintain", "accept-loss", scope_ref)
+                authorize_operator(ctx, audit, who, "maintain", "accept-loss", scope_ref)
             if loss is None or not isinstance(anchor, HeadAnchor):
                 progress("accept-loss: the store is not behind its head anchor; nothing changed")
-                return {"loss_found": False}
+                return ToolOutcome.succeeded({"loss_found": False}, audit)
             reason = digest("reason", {"reason_ref": reason_ref})
             with database.transaction() as tx:
-                steps.write_audit(tx, ctx, "ok", f"loss accepted {reason}: {loss.audit_detail()}")
+                detail = f"loss accepted {reason}: {loss.audit_detail()}"
+                steps.audit_in_transaction(tx, ctx, audit, "ok", detail)
             anchor.accept_loss()
             progress(f"accept-loss: re-anchored at the store's heads; lost: {loss.summary()}")
-            return {
-                "loss_found": True,
-                "anchored": None if loss.anchored is None else loss.anchored.as_json(),
-                "actual": loss.actual.as_json(),
-                "problems": list(loss.problems),
-            }
+            return ToolOutcome.succeeded(
+                {
+                    "loss_found": True,
+                    "anchored": None if loss.anchored is None else loss.anchored.as_json(),
+                    "actual": loss.actual.as_json(),
+                    "problems": list(loss.problems),
+                },
+                audit,
+            )
 
         return run_authorized(self.services, who, "accept-loss", "maintain", act)

@@ -2,7 +2,9 @@
 
 Never reachable over MCP. Every operation goes the way an agent call goes: the maintenance
 authority is decided by `engram.maintenance` (Rego), the transition by the one lifecycle
-table, and the journal event, state change and audit entry commit in one transaction.
+table, and the journal event, state change and audit entry commit in one transaction. Each
+operation's action gathers its audit facts in the `CallAudit` it is given and returns a
+`ToolOutcome`, as a tool does (core/call_audit.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolErr
 from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
 from engram_memory.core import item_keys, steps
 from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext
@@ -35,6 +38,8 @@ RECORD_OPERATIONS = (
     "trust_invalidate",
 )
 Progress = Callable[[str], None]
+# An operation's body: given the operator's context and the call's audit facts.
+Action = Callable[[CallContext, CallAudit], ToolOutcome]
 log = logging.getLogger("engram_memory.admin")
 
 
@@ -67,10 +72,15 @@ def operator_context(services: Services, who: Operator, operation: str) -> CallC
 
 
 def authorize_operator(
-    ctx: CallContext, who: Operator, authority: str, operation: str, scope_ref: str | None = None
+    ctx: CallContext,
+    audit: CallAudit,
+    who: Operator,
+    authority: str,
+    operation: str,
+    scope_ref: str | None = None,
 ) -> None:
     """Decide `authority` for the operator in `scope_ref` (default: its bound workspace) and
-    keep the receipt on `ctx`, so that it lands in the operation's audit entry.
+    keep the receipt in `audit`, so that it lands in the operation's audit entry.
 
     Raises:
         ToolError: UNAUTHORIZED without the authority; POLICY_* from the decider.
@@ -79,7 +89,7 @@ def authorize_operator(
     if scope_ref is not None:
         tenant, workspace = split_scope_ref(scope_ref)
     result = ctx.services.decider.maintenance(tenant, workspace, who.operator, authority, operation)
-    ctx.record(result.decision)
+    audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "maintenance authority not held")
 
@@ -101,22 +111,25 @@ def run_authorized(
     who: Operator,
     operation: str,
     authority: str,
-    action: Callable[[CallContext], dict[str, JsonValue]],
+    action: Action,
 ) -> dict[str, JsonValue]:
     """Authorize, act, and audit every outcome (refusals included), as agent calls are.
 
     `action` may authorize further scopes with `authorize_operator` and may write the audit
-    entry itself inside its own transaction (then `ctx.audited` is set).
+    entry itself inside its own transaction (`steps.audit_in_transaction`); this writes it
+    otherwise.
 
     Raises:
         ToolError: UNAUTHORIZED without the authority; the operation's own codes.
+        StoreUnavailable: the audit entry of a successful operation cannot be written.
     """
     ctx = operator_context(services, who, operation)
+    audit = CallAudit()
     try:
-        authorize_operator(ctx, who, authority, operation)
-        output = action(ctx)
+        authorize_operator(ctx, audit, who, authority, operation)
+        outcome = action(ctx, audit)
     except ToolError as refusal:
-        _audit_refusal(ctx, refusal)
+        _audit_refusal(ctx, ToolOutcome.failed(refusal, audit))
         raise
     except ConfigurationError:
         raise
@@ -127,25 +140,25 @@ def run_authorized(
         if failure is None:
             log.error("unexpected %s in admin:%s", type(exc).__name__, operation)
             failure = ToolError(ErrorCode.CAPABILITY_UNAVAILABLE, type(exc).__name__)
-        _audit_refusal(ctx, failure)
+        _audit_refusal(ctx, ToolOutcome.failed(failure, audit))
         raise failure from exc
-    if not ctx.audited:
+    if not outcome.written_in_tx:
         with services.database.transaction() as tx:
-            steps.write_audit(tx, ctx, "ok")
-    return output
+            steps.write_audit(tx, ctx, outcome.facts)
+    return outcome.result()
 
 
-def _audit_refusal(ctx: CallContext, error: ToolError) -> None:
+def _audit_refusal(ctx: CallContext, outcome: ToolOutcome) -> None:
     """Audit a refused or failed operation, unless the action audited it already.
 
     Raises:
         ToolError: STORE_UNAVAILABLE when the audit entry cannot be written (fail closed).
     """
-    if ctx.audited:
+    if outcome.written_in_tx:
         return
     try:
         with ctx.services.database.transaction() as tx:
-            steps.write_audit(tx, ctx, error.code.name, error.detail)
+            steps.write_audit(tx, ctx, outcome.facts)
     except StoreUnavailable as exc:
         damaged = isinstance(exc, StoreCorrupt)  # never retriable
         code = ErrorCode.JOURNAL_CORRUPT if damaged else ErrorCode.STORE_UNAVAILABLE
@@ -158,15 +171,6 @@ class MaintenanceService:
     def __init__(self, services: Services) -> None:
         self.services = services
 
-    def _run(
-        self,
-        who: Operator,
-        operation: str,
-        authority: str,
-        action: Callable[[CallContext], dict[str, JsonValue]],
-    ) -> dict[str, JsonValue]:
-        return run_authorized(self.services, who, operation, authority, action)
-
     # -- adjudication ------------------------------------------------------------------
 
     def adjudicate(
@@ -174,11 +178,11 @@ class MaintenanceService:
     ) -> dict[str, JsonValue]:
         """A human accepts or rejects a pending candidate (e.g. one held by the guard)."""
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             # Argument checks inside the action, so a refused call is audited too.
             if decision not in ("accept", "reject"):
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "decision must be accept or reject")
-            ctx.target_ids.append(candidate_id)
+            audit.targets(candidate_id)
             with self.services.database.transaction() as tx:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
             if candidate is None:
@@ -192,9 +196,9 @@ class MaintenanceService:
             if decision == "accept":
                 # The record's key is durable before the transaction opens.
                 with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
-                    event = self._conclude(ctx, candidate, record, decision, reason_ref, key)
+                    event = self._conclude(ctx, audit, candidate, record, decision, reason_ref, key)
             else:
-                event = self._conclude(ctx, candidate, record, decision, reason_ref, None)
+                event = self._conclude(ctx, audit, candidate, record, decision, reason_ref, None)
             item_keys.after_commit(ctx, [candidate_id])
             output: dict[str, JsonValue] = {
                 "candidate_id": candidate_id,
@@ -203,13 +207,14 @@ class MaintenanceService:
             }
             if decision == "accept":
                 output["record_id"] = record["record_id"]
-            return output
+            return ToolOutcome.succeeded(output, audit)
 
-        return self._run(who, "adjudicate", "maintain", act)
+        return run_authorized(self.services, who, "adjudicate", "maintain", act)
 
     def _conclude(
         self,
         ctx: CallContext,
+        audit: CallAudit,
         candidate: memory.CandidateRow,
         record: dict[str, JsonValue],
         decision: str,
@@ -230,6 +235,7 @@ class MaintenanceService:
             event = conclude_admission(
                 tx,
                 ctx,
+                audit,
                 current,
                 record,
                 decision,
@@ -242,7 +248,7 @@ class MaintenanceService:
                 },
                 sealed_record,
             )
-            steps.write_audit(tx, ctx, "ok")
+            steps.audit_in_transaction(tx, ctx, audit)
         return event
 
     # -- record lifecycle -----------------------------------------------------------------
@@ -258,24 +264,27 @@ class MaintenanceService:
         """dispute, resolve_dispute, supersede (with `successor_id`), mark_non_current,
         rewind, expire or trust_invalidate one record."""
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             # Argument checks inside the action, so a refused call is audited too.
             if operation not in RECORD_OPERATIONS:
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "unknown record operation")
             if (operation == "supersede") != (successor_id is not None):
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "successor_id goes with supersede only")
-            ctx.target_ids.append(record_id)
+            audit.targets(record_id)
             with self.services.database.transaction() as tx:
-                output = self._transition(tx, ctx, operation, record_id, reason_ref, successor_id)
-                steps.write_audit(tx, ctx, "ok")
-            return output
+                output = self._transition(
+                    tx, ctx, audit, operation, record_id, reason_ref, successor_id
+                )
+                steps.audit_in_transaction(tx, ctx, audit)
+            return ToolOutcome.succeeded(output, audit)
 
-        return self._run(who, operation, "maintain", act)
+        return run_authorized(self.services, who, operation, "maintain", act)
 
     def _transition(
         self,
         tx: Transaction,
         ctx: CallContext,
+        audit: CallAudit,
         operation: str,
         record_id: str,
         reason_ref: str,
@@ -292,7 +301,7 @@ class MaintenanceService:
                 raise ToolError(ErrorCode.NOT_FOUND, "successor unknown")
             if successor.state != ACCEPTED_CURRENT:
                 raise ToolError(ErrorCode.ILLEGAL_TRANSITION, "successor not accepted_current")
-            ctx.target_ids.append(successor_id)
+            audit.targets(successor_id)
         demoted = None
         if operation == "rewind":
             demoted = memory.successor_of(tx, ctx.scope_ref, record_id)
@@ -320,7 +329,7 @@ class MaintenanceService:
                 "accepted_disputed",
             ):
                 memory.set_record_state(tx, ctx.scope_ref, demoted, "historical", ctx.now_ms)
-                ctx.target_ids.append(demoted)
+                audit.targets(demoted)
         return {
             "record_id": record_id,
             "operation": operation,
@@ -333,32 +342,34 @@ class MaintenanceService:
     def expiry_sweep(self, who: Operator, progress: Progress) -> dict[str, JsonValue]:
         """Journal an `expire` for every live record past its `expires_at`."""
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             with self.services.database.transaction() as tx:
                 due = memory.expired_record_ids(tx, ctx.scope_ref, ctx.now_ms)
                 for index, record_id in enumerate(due, start=1):
-                    self._transition(tx, ctx, "expire", record_id, "reason:expiry-sweep", None)
-                    ctx.target_ids.append(record_id)
+                    self._transition(
+                        tx, ctx, audit, "expire", record_id, "reason:expiry-sweep", None
+                    )
+                    audit.targets(record_id)
                     progress(f"expired {index}/{len(due)}")
-                steps.write_audit(tx, ctx, "ok")
-            return {"expired": len(due)}
+                steps.audit_in_transaction(tx, ctx, audit)
+            return ToolOutcome.succeeded({"expired": len(due)}, audit)
 
-        return self._run(who, "expiry_sweep", "maintain", act)
+        return run_authorized(self.services, who, "expiry_sweep", "maintain", act)
 
     # -- inspection (read authority) -------------------------------------------------------
 
     def history(self, who: Operator, target_id: str) -> dict[str, JsonValue]:
         """The journal events of a candidate or record (ids and digests, never content)."""
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
-            ctx.target_ids.append(target_id)
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
+            audit.targets(target_id)
             with self.services.database.reading() as tx:
                 events = journal.events_for(tx, ctx.scope_ref, target_id)
             if not events:
                 raise ToolError(ErrorCode.NOT_FOUND, "no history")
-            return {"target_id": target_id, "events": events}
+            return ToolOutcome.succeeded({"target_id": target_id, "events": events}, audit)
 
-        return self._run(who, "history", "read", act)
+        return run_authorized(self.services, who, "history", "read", act)
 
     def inspect_candidate(
         self, who: Operator, candidate_id: str, *, show_content: bool = False
@@ -366,8 +377,8 @@ class MaintenanceService:
         """A candidate's state and digests; its sealed content only on explicit request
         (audited as such), so an operator can adjudicate what it cannot otherwise see."""
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
-            ctx.target_ids.append(candidate_id)
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
+            audit.targets(candidate_id)
             with self.services.database.reading() as tx:
                 candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
             if candidate is None:
@@ -381,7 +392,7 @@ class MaintenanceService:
             }
             if show_content:
                 view["envelope"] = steps.open_item(ctx, candidate_id, candidate.sealed_body)
-            return view
+            return ToolOutcome.succeeded(view, audit)
 
         operation = "inspect_candidate_content" if show_content else "inspect_candidate"
-        return self._run(who, operation, "read", act)
+        return run_authorized(self.services, who, operation, "read", act)

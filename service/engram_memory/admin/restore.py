@@ -35,6 +35,7 @@ from engram_memory.admin.maintenance import Operator, Progress, operator_context
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.core import steps
+from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import Services
 from engram_memory.crypto.archive import ArchiveForeign, ArchiveInvalid, ArchiveReader
 from engram_memory.crypto.keys import RootKey
@@ -46,7 +47,6 @@ from engram_memory.crypto.keystore import (
 from engram_memory.durable_files import fsync_directory, shred
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
-from engram_memory.policy.receipts import Decision
 from engram_memory.store import inventory
 from engram_memory.store.anchors import anchor_afresh
 from engram_memory.store.audit import AuditChainBroken
@@ -96,14 +96,15 @@ def restore(
             chain heads do not match); RESTORE_REFUSED (target not empty, archive under
             another root key, format or schema version skew, older than the bound).
     """
-    decisions: list[Decision] = []
+    # The restored store's entry is written once the store exists; its receipts gather here.
+    audit = CallAudit()
 
     def allow(scope_ref: str | None) -> None:
         tenant, workspace = (who.tenant, who.workspace)
         if scope_ref is not None:
             tenant, workspace = split_scope_ref(scope_ref)
         result = request.decider.maintenance(tenant, workspace, who.operator, "maintain", "restore")
-        decisions.append(result.decision)
+        audit.decided(result.decision)
         if not result.allow:
             raise ToolError(ErrorCode.UNAUTHORIZED, "maintenance authority not held")
 
@@ -131,7 +132,7 @@ def restore(
         except OSError as exc:
             raise ToolError(ErrorCode.STORE_UNAVAILABLE, "archive or target unusable") from exc
         _verify_restored(staging, manifest, progress)
-        _audit_restore(request, who, staging, decisions, manifest)
+        _audit_restore(request, who, staging, audit, manifest)
         try:
             os.replace(staging, target)  # POSIX: replaces a missing or empty directory
             fsync_directory(target.parent)
@@ -241,7 +242,7 @@ def _audit_restore(
     request: RestoreRequest,
     who: Operator,
     staging: Path,
-    decisions: list[Decision],
+    audit: CallAudit,
     manifest: dict[str, Any],
 ) -> None:
     database = Database.open(staging)
@@ -255,9 +256,9 @@ def _audit_restore(
             clock_ms=request.clock_ms,
         )
         ctx = operator_context(services, who, "restore")
-        ctx.decisions.extend(decisions)
+        detail = f"backup_created_at={manifest['created_at']} restored"
         with database.transaction() as tx:
-            steps.write_audit(tx, ctx, "ok", f"backup_created_at={manifest['created_at']} restored")
+            steps.write_audit(tx, ctx, audit.facts("ok", detail))
         anchor_afresh(database, staging, request.root.head_anchor_key())
         database.checkpoint()
     finally:

@@ -16,6 +16,7 @@ from engram_memory.admin.maintenance import Operator, Progress, authorize_operat
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.core import steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto import rotation
 from engram_memory.crypto.keys import RootKey
@@ -39,9 +40,10 @@ class RotationService:
         """
         self._check_ring(self.services.root_key)
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             return self._finish(
                 ctx,
+                audit,
                 lambda legacy: rotation.rotate_scope_key(
                     self.services.keys, self.services.root_key, ctx.scope_ref, progress, legacy
                 ),
@@ -69,16 +71,17 @@ class RotationService:
             )
         self._check_ring(new_root)
 
-        def act(ctx: CallContext) -> dict[str, JsonValue]:
+        def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
             with self.services.database.transaction() as tx:
                 scopes = inventory.scopes(tx)
             for scope_ref in (s for s in scopes if s != ctx.scope_ref):
-                authorize_operator(ctx, who, "maintain", "rotate_root_key", scope_ref)
+                authorize_operator(ctx, audit, who, "maintain", "rotate_root_key", scope_ref)
             # From here on this service reads under both rings' roots and writes under the
             # root the key state names, which the sweep is about to flip.
             self.services.root_key = new_root
             return self._finish(
                 ctx,
+                audit,
                 lambda legacy: rotation.rotate_root_key(
                     self.services.keys, new_root, progress, legacy
                 ),
@@ -101,8 +104,9 @@ class RotationService:
     def _finish(
         self,
         ctx: CallContext,
+        audit: CallAudit,
         run: Callable[[rotation.LegacyRefs], rotation.RotationOutcome],
-    ) -> dict[str, JsonValue]:
+    ) -> ToolOutcome:
         try:
             outcome = run(self._legacy_refs())
         except KeyStoreBusy as exc:
@@ -116,7 +120,7 @@ class RotationService:
             f"unreadable={report['unreadable']} complete={outcome.complete}"
         )
         with self.services.database.transaction() as tx:
-            steps.write_audit(tx, ctx, "ok", detail)
+            steps.audit_in_transaction(tx, ctx, audit, "ok", detail)
         result: dict[str, JsonValue] = {
             "rotation": outcome.kind,
             "resumed": outcome.resumed,
@@ -126,4 +130,4 @@ class RotationService:
         }
         if outcome.epoch is not None:
             result["epoch"] = outcome.epoch
-        return result
+        return ToolOutcome.succeeded(result, audit)

@@ -12,6 +12,7 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.types import parse_instant
 from engram_memory.core import indexing, item_keys
+from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.records import build_record
 from engram_memory.core.runtime import CallContext
 from engram_memory.store import journal, memory
@@ -31,6 +32,7 @@ def rebuild_record(envelope: dict[str, Any], capture_cursor: int) -> dict[str, J
 def conclude_admission(
     tx: Transaction,
     ctx: CallContext,
+    audit: CallAudit,
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     operation: str,
@@ -45,7 +47,8 @@ def conclude_admission(
     under its own new key (`item_keys.fresh_key`) and `prepared_index` (see `promote`) keeps
     term keying out of the transaction. Either way the candidate's body is cleared and its
     key's destruction promised here; the caller carries it out after COMMIT
-    (`item_keys.after_commit` with the candidate's id).
+    (`item_keys.after_commit` with the candidate's id). An accepted record's id joins the
+    call's target ids in `audit`.
 
     Raises:
         ToolError: ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
@@ -67,7 +70,7 @@ def conclude_admission(
     if operation == "accept":
         if sealed_record is None:
             raise ValueError("an accepted record must be sealed under its own key")
-        promote(tx, ctx, candidate, record, event.cursor, sealed_record, prepared_index)
+        promote(tx, ctx, audit, candidate, record, event.cursor, sealed_record, prepared_index)
     memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
     # The promoted record is the only way left to open the content (issue 7, item 1).
     item_keys.end_content(tx, ctx, operation, candidate_id=candidate.candidate_id)
@@ -77,6 +80,7 @@ def conclude_admission(
 def promote(
     tx: Transaction,
     ctx: CallContext,
+    audit: CallAudit,
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     accept_cursor: int,
@@ -89,7 +93,7 @@ def promote(
     entries are computed here unless the caller computed them before the transaction.
     """
     record_id = str(record["record_id"])
-    ctx.target_ids.append(record_id)
+    audit.targets(record_id)
     payload: Any = record
     valid_time = payload["valid_time"]
     expires = payload["retention"].get("expires_at")

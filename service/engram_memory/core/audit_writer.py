@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 
 from engram_memory.core import steps
+from engram_memory.core.call_audit import AuditFacts
 from engram_memory.core.runtime import CallContext
 from engram_memory.store.database import Database, StoreUnavailable
 
@@ -24,8 +25,7 @@ log = logging.getLogger("engram_memory.calls")
 @dataclass
 class _Entry:
     ctx: CallContext
-    outcome: str
-    detail: str
+    facts: AuditFacts
     done: threading.Event = field(default_factory=threading.Event)
     written: bool = False
     # Set when the previous leader hands the next batch to this caller.
@@ -41,9 +41,9 @@ class AuditGroupWriter:
         self._waiting: list[_Entry] = []
         self._leading = False
 
-    def write(self, ctx: CallContext, outcome: str, detail: str) -> bool:
-        """Append this call's audit entry durably; False if it could not be written."""
-        entry = _Entry(ctx, outcome, detail)
+    def write(self, ctx: CallContext, facts: AuditFacts) -> bool:
+        """Append the entry of the call bound in `ctx` durably; False if it was not written."""
+        entry = _Entry(ctx, facts)
         with self._state:
             self._waiting.append(entry)
             entry.leads = not self._leading
@@ -76,13 +76,11 @@ class AuditGroupWriter:
         try:
             with self._database.transaction() as tx:
                 for entry in batch:
-                    steps.write_audit(tx, entry.ctx, entry.outcome, entry.detail)
+                    steps.write_audit(tx, entry.ctx, entry.facts)
         except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
             # StoreUnavailable is the expected case; anything else must not strand followers.
             if not isinstance(exc, StoreUnavailable):
                 log.error("unexpected %s in the audit group commit", type(exc).__name__)
             log.error("audit write failed entries=%d", len(batch))
-            for entry in batch:
-                entry.ctx.audited = False
             return False
         return True

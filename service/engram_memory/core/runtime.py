@@ -21,7 +21,6 @@ from engram_memory.failpoints import UnsafeFailpoints
 from engram_memory.host.context import InvocationContext
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject
-from engram_memory.policy.receipts import Decision
 from engram_memory.store.database import Database
 
 
@@ -48,22 +47,20 @@ class Services:
     rate_limiter: RateLimiter = field(default_factory=RateLimiter)
 
 
-@dataclass
+@dataclass(frozen=True)
 class CallContext:
-    """One call's binding, clock and the policy decisions gathered so far."""
+    """What is fixed for one call: the services, the bound caller, the tool and the clock.
+
+    The call's audit facts are not kept here: they are gathered in a `CallAudit`
+    (core/call_audit.py) passed explicitly to the steps that add to them.
+    """
 
     services: Services
     invocation: InvocationContext
     tool: str
     now_ms: int
-    decisions: list[Decision] = field(default_factory=list)
-    target_ids: list[str] = field(default_factory=list)
-    idempotency_key_digest: str = ""
     # Set by the transport when the client cancels the call (MCP notifications/cancelled).
     cancellation: threading.Event | None = None
-    # Set once a tool wrote its audit entry inside its own transaction; the dispatcher audits
-    # every other outcome (reads, replays, refusals) itself.
-    audited: bool = False
 
     @property
     def scope_ref(self) -> str:
@@ -96,11 +93,6 @@ class CallContext:
             purpose_ref=inv.purpose_ref,
             host_id=inv.host_id,
         )
-
-    def record(self, decision: Decision) -> Decision:
-        """Keep a decision so its receipt lands in this call's audit entry."""
-        self.decisions.append(decision)
-        return decision
 
     def check_still_wanted(self) -> None:
         """Deadline and cancellation apply until commit (SPEC §1.8).

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.parsing import ParsedArguments
+from engram_memory.core.call_audit import AuditFacts, CallAudit
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.keyfile import KeyFileBroken
 from engram_memory.crypto.sealing import SealBroken, open_sealed
@@ -26,15 +28,15 @@ from engram_memory.store.database import Transaction
 log = logging.getLogger("engram_memory.calls")
 
 
-def authorize(ctx: CallContext) -> AuthzResult:
-    """Base authorization for the tool in the bound scope.
+def authorize(ctx: CallContext, audit: CallAudit) -> AuthzResult:
+    """Base authorization for the tool in the bound scope; its receipt goes to `audit`.
 
     Raises:
         ToolError: UNAUTHORIZED when policy denies; RATE_LIMITED when a rate limit policy
             applies to the caller is exhausted; POLICY_* from the decider.
     """
     result = ctx.services.decider.authz(ctx.subject, ctx.tool)
-    ctx.record(result.decision)
+    audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")
     exhausted = ctx.services.rate_limiter.admit(
@@ -80,16 +82,26 @@ def pass_confirmation_gate(
         memory.consume_confirmation(tx, verified.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
 
 
+@dataclass(frozen=True)
+class MutationKey:
+    """A mutation's idempotency identity: its operation digest and its key's digest."""
+
+    op_digest: str
+    key_digest: str
+
+
 def guard_mutation(
     ctx: CallContext,
+    audit: CallAudit,
     parsed: ParsedArguments,
     confirmation: object,
     *,
     target: str | None,
     always_confirm: bool = False,
-) -> tuple[str, AuthzResult]:
+) -> tuple[MutationKey, AuthzResult]:
     """The steps every mutation takes, in SPEC §1.8 order: confirmation gate, base
-    authorization, idempotency identity. Returns (operation digest, authorization).
+    authorization, idempotency identity. Returns (idempotency identity, authorization); the
+    decisions and the key digest go to `audit`.
 
     `target` None binds the confirmation to the operation digest itself (capture).
 
@@ -98,7 +110,7 @@ def guard_mutation(
     """
     op_digest = operation_digest(ctx.tool, parsed.arguments)
     need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
-    ctx.record(need.decision)
+    audit.decided(need.decision)
     pass_confirmation_gate(
         ctx,
         confirmation,
@@ -107,31 +119,34 @@ def guard_mutation(
         required=always_confirm or need.required,
         ttl_s=need.ttl_seconds,
     )
-    authz = authorize(ctx)
-    ctx.idempotency_key_digest = idempotency_key_digest(str(parsed.arguments["idempotency_key"]))
-    return op_digest, authz
+    authz = authorize(ctx, audit)
+    key = MutationKey(op_digest, idempotency_key_digest(str(parsed.arguments["idempotency_key"])))
+    audit.keyed(key.key_digest)
+    return key, authz
 
 
 def idempotency_key_digest(key: str) -> str:
     return one_way_ref("idempotency-key", key)
 
 
-def stored_result(tx: Transaction, ctx: CallContext, op_digest: str) -> dict[str, JsonValue] | None:
+def stored_result(
+    tx: Transaction, ctx: CallContext, key: MutationKey
+) -> dict[str, JsonValue] | None:
     """The first result of this (scope, principal, key), or None if the key is new.
 
     Raises:
         ToolError: DIGEST_CONFLICT when the key is bound to another operation.
     """
-    row = memory.get_idempotency(tx, ctx.scope_ref, ctx.principal_ref, ctx.idempotency_key_digest)
+    row = memory.get_idempotency(tx, ctx.scope_ref, ctx.principal_ref, key.key_digest)
     if row is None:
         return None
-    if row.tool != ctx.tool or row.operation_digest != op_digest:
+    if row.tool != ctx.tool or row.operation_digest != key.op_digest:
         raise ToolError(ErrorCode.DIGEST_CONFLICT, "idempotency key bound elsewhere")
     result: dict[str, JsonValue] = json.loads(row.result_json)
     return result
 
 
-def replay_after_race(ctx: CallContext, op_digest: str, error: ToolError) -> dict[str, JsonValue]:
+def replay_after_race(ctx: CallContext, key: MutationKey, error: ToolError) -> dict[str, JsonValue]:
     """The stored first result when `error` is MUTATION_OUTCOME_UNKNOWN because a racing
     call with the same key held or committed the item meanwhile (`item_keys.fresh_key`).
 
@@ -144,22 +159,22 @@ def replay_after_race(ctx: CallContext, op_digest: str, error: ToolError) -> dic
     if error.code is not ErrorCode.MUTATION_OUTCOME_UNKNOWN:
         raise error
     with ctx.services.database.reading() as tx:
-        replay = stored_result(tx, ctx, op_digest)
+        replay = stored_result(tx, ctx, key)
     if replay is None:
         raise error
     return replay
 
 
 def remember_result(
-    tx: Transaction, ctx: CallContext, op_digest: str, result: Mapping[str, JsonValue]
+    tx: Transaction, ctx: CallContext, key: MutationKey, result: Mapping[str, JsonValue]
 ) -> None:
     memory.put_idempotency(
         tx,
         ctx.scope_ref,
         ctx.principal_ref,
-        ctx.idempotency_key_digest,
+        key.key_digest,
         tool=ctx.tool,
-        operation_digest=op_digest,
+        operation_digest=key.op_digest,
         result_json=canonical_text(dict(result)),
         now_ms=ctx.now_ms,
     )
@@ -189,22 +204,45 @@ def open_item(ctx: CallContext, item_id: str, sealed: bytes | None) -> dict[str,
 
 
 def transaction_receipt_digest(
-    ctx: CallContext, op_digest: str, event_hash: str, cursor: str
+    ctx: CallContext, audit: CallAudit, key: MutationKey, event_hash: str, cursor: str
 ) -> str:
+    """Binds the committed event to the receipts of every decision the call made so far."""
     return digest(
         "tool-transaction",
         {
             "tool": ctx.tool,
-            "operation_digest": op_digest,
+            "operation_digest": key.op_digest,
             "cursor": cursor,
             "event_hash": event_hash,
-            "decision_receipt_digests": [d.receipt.receipt_digest for d in ctx.decisions],
+            "decision_receipt_digests": [d.receipt.receipt_digest for d in audit.decisions],
         },
     )
 
 
-def write_audit(tx: Transaction, ctx: CallContext, outcome: str, detail: str = "") -> None:
-    """Append this call's audit entry in `tx` (the call fails if this fails)."""
+def audit_in_transaction(
+    tx: Transaction, ctx: CallContext, audit: CallAudit, outcome: str = "ok", detail: str = ""
+) -> AuditFacts:
+    """Write the call's audit entry in its own write transaction `tx`, as its last statement,
+    so the entry commits with the write or not at all; `audit` remembers that it did, so the
+    entry point writes no second entry whatever happens next. Returns the facts written.
+
+    Raises:
+        StoreUnavailable: the entry could not be appended (the caller's transaction rolls
+            back; the entry point still audits the failure).
+    """
+    facts = audit.facts(outcome, detail)
+    write_audit(tx, ctx, facts)
+    audit.wrote(facts)
+    return facts
+
+
+def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
+    """Append the audit entry of the call bound in `ctx` with `facts`, in `tx` (the call
+    fails if this fails).
+
+    Raises:
+        StoreUnavailable: a statement failed (the caller's transaction rolls back).
+    """
     identity = ctx.services.decider.expected
     audit.append(
         tx,
@@ -216,16 +254,15 @@ def write_audit(tx: Transaction, ctx: CallContext, outcome: str, detail: str = "
             agent_ref=ctx.agent_ref,
             session_ref=ctx.session_ref,
             tool=ctx.tool,
-            outcome=outcome,
+            outcome=facts.outcome,
             bundle_digest=identity.digest,
             bundle_revision=identity.revision,
-            target_ids=tuple(ctx.target_ids),
-            receipts=tuple(d.receipt for d in ctx.decisions),
-            idempotency_key_digest=ctx.idempotency_key_digest,
-            detail=detail,
+            target_ids=facts.target_ids,
+            receipts=tuple(d.receipt for d in facts.decisions),
+            idempotency_key_digest=facts.idempotency_key_digest,
+            detail=facts.detail,
         ),
     )
-    ctx.audited = True
 
 
 def destroy_key(ctx: CallContext, item_id: str) -> bool:

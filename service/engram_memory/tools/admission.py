@@ -11,6 +11,7 @@ from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant
 from engram_memory.core import indexing, item_keys, steps
 from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import memory
@@ -49,17 +50,17 @@ def _decision_object(result: AdmissionResult) -> dict[str, JsonValue]:
 
 
 def request_admission(
-    ctx: CallContext, parsed: ParsedArguments, confirmation: object
-) -> dict[str, JsonValue]:
+    ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
+) -> ToolOutcome:
     """Raises: ToolError / ProtocolRefusal per SPEC §4.4."""
     args = parsed.arguments
     candidate_id = str(args["candidate_id"])
-    ctx.target_ids.append(candidate_id)
-    op_digest, _ = steps.guard_mutation(ctx, parsed, confirmation, target=candidate_id)
+    audit.targets(candidate_id)
+    mutation, _ = steps.guard_mutation(ctx, audit, parsed, confirmation, target=candidate_id)
     with ctx.services.database.reading() as tx:
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
-            return {**replay, "replayed": True}
+            return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None or candidate.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
@@ -77,7 +78,7 @@ def request_admission(
     result = ctx.services.decider.admission(
         ctx.subject, _admission_candidate(candidate, envelope), ctx.now_ms
     )
-    ctx.record(result.receipt)
+    audit.decided(result.receipt)
     decision = _decision_object(result)
     outcome = result.decision
     if outcome == "accept" and guard_hit:
@@ -93,24 +94,26 @@ def request_admission(
             with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
                 sealed = key.seal(record)
                 output = _commit(
-                    ctx, candidate, record, decision, outcome, op_digest, sealed, prepared
+                    ctx, audit, candidate, record, decision, outcome, mutation, sealed, prepared
                 )
         except ToolError as error:
-            return {**steps.replay_after_race(ctx, op_digest, error), "replayed": True}
+            replay = steps.replay_after_race(ctx, mutation, error)
+            return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
     else:
-        output = _commit(ctx, candidate, record, decision, outcome, op_digest, None, None)
+        output = _commit(ctx, audit, candidate, record, decision, outcome, mutation, None, None)
     # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
     item_keys.after_commit(ctx, [] if outcome == "adjudication_required" else [candidate_id])
-    return output
+    return ToolOutcome.succeeded(output, audit)
 
 
 def _commit(
     ctx: CallContext,
+    audit: CallAudit,
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     decision: dict[str, JsonValue],
     outcome: str,
-    op_digest: str,
+    mutation: steps.MutationKey,
     sealed_record: bytes | None,
     prepared: indexing.RecordIndex | None,
 ) -> dict[str, JsonValue]:
@@ -119,7 +122,7 @@ def _commit(
     with ctx.services.database.transaction() as tx:
         # A racing call with the same key may have committed since the read above; writes
         # are serialized, so its stored result is final here and is replayed, never refused.
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
             return {**replay, "replayed": True}
         current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
@@ -129,11 +132,20 @@ def _commit(
             outcome_body = _pending_outcome(candidate, decision)
         else:
             outcome_body = _commit_decision(
-                tx, ctx, candidate, record, decision, outcome, op_digest, sealed_record, prepared
+                tx,
+                ctx,
+                audit,
+                candidate,
+                record,
+                decision,
+                outcome,
+                mutation,
+                sealed_record,
+                prepared,
             )
         output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
-        steps.remember_result(tx, ctx, op_digest, output)
-        steps.write_audit(tx, ctx, "ok")
+        steps.remember_result(tx, ctx, mutation, output)
+        steps.audit_in_transaction(tx, ctx, audit)
     return output
 
 
@@ -161,11 +173,12 @@ def _pending_outcome(
 def _commit_decision(
     tx: Transaction,
     ctx: CallContext,
+    audit: CallAudit,
     candidate: memory.CandidateRow,
     record: dict[str, JsonValue],
     decision: dict[str, JsonValue],
     outcome: str,
-    op_digest: str,
+    mutation: steps.MutationKey,
     sealed_record: bytes | None,
     prepared: indexing.RecordIndex | None,
 ) -> dict[str, JsonValue]:
@@ -173,6 +186,7 @@ def _commit_decision(
     event = conclude_admission(
         tx,
         ctx,
+        audit,
         candidate,
         record,
         operation,
@@ -192,7 +206,7 @@ def _commit_decision(
         "cursor": event.cursor_text,
         "decision_receipt_digest": decision["receipt_digest"],
         "transaction_receipt_digest": steps.transaction_receipt_digest(
-            ctx, op_digest, event.event_hash, event.cursor_text
+            ctx, audit, mutation, event.event_hash, event.cursor_text
         ),
     }
     if operation == "accept":

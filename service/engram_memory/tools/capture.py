@@ -17,12 +17,15 @@ from engram_memory.contract.inputs import check_capture_time_rules
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.core import item_keys, steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.records import asserted_trust, build_record, effective_payload
 from engram_memory.core.runtime import CallContext
 from engram_memory.store import journal, memory
 
 
-def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | None:
+def _resolve_retention(
+    ctx: CallContext, audit: CallAudit, payload: Mapping[str, Any]
+) -> str | None:
     """Ask `engram.retention`; return the effective `expires_at` Instant, if any.
 
     Raises:
@@ -36,7 +39,7 @@ def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | No
         str(retention.get("derivative_rule", "make-ineligible")),
         None if given is None else parse_instant(given),
     )
-    ctx.record(result.decision)
+    audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "retention denied")
     if given is not None:
@@ -44,47 +47,47 @@ def _resolve_retention(ctx: CallContext, payload: Mapping[str, Any]) -> str | No
     return None if result.expires_at_ms is None else format_instant(result.expires_at_ms)
 
 
-def _check_reconciliation(ctx: CallContext, payload: Mapping[str, Any]) -> None:
+def _check_reconciliation(ctx: CallContext, audit: CallAudit, payload: Mapping[str, Any]) -> None:
     families = list((payload.get("reconciliation") or {}).get("family_refs", []))
     result = ctx.services.decider.reconciliation(ctx.subject, families)
-    ctx.record(result.decision)
+    audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "reconciliation consent missing")
 
 
-def _duplicate(ctx: CallContext, replay: dict[str, JsonValue]) -> dict[str, JsonValue]:
+def _duplicate(audit: CallAudit, replay: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """A replay answers with the first result's fields; nothing new is decided or written."""
     candidate_id = str(replay["candidate_id"])
-    if candidate_id not in ctx.target_ids:
-        ctx.target_ids.append(candidate_id)
+    if candidate_id not in audit.target_ids:
+        audit.targets(candidate_id)
     return {**replay, "status": "duplicate_exact"}
 
 
 def capture(
-    ctx: CallContext, parsed: ParsedArguments, confirmation: object
-) -> dict[str, JsonValue]:
-    """Run capture after schema validation; returns the output value.
+    ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
+) -> ToolOutcome:
+    """Run capture after schema validation; returns the output value with the audit facts.
 
     Raises:
         ToolError / ProtocolRefusal: per SPEC §4.3 and the processing order of §1.8.
     """
     args = parsed.arguments
     check_capture_time_rules(parsed.model, ctx.now_ms)
-    op_digest, authz = steps.guard_mutation(ctx, parsed, confirmation, target=None)
+    mutation, authz = steps.guard_mutation(ctx, audit, parsed, confirmation, target=None)
     # SPEC §1.8: idempotency before the operation's own decisions, so a replay decides
     # nothing new; read on a snapshot, outside the writer's lock.
     with ctx.services.database.reading() as tx:
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
     if replay is not None:
-        return _duplicate(ctx, replay)
+        return ToolOutcome.succeeded(_duplicate(audit, replay), audit)
 
     payload: Mapping[str, Any] = args["payload"]
-    expires_at = _resolve_retention(ctx, payload)
-    _check_reconciliation(ctx, payload)
+    expires_at = _resolve_retention(ctx, audit, payload)
+    _check_reconciliation(ctx, audit, payload)
     effective = effective_payload(payload, ctx.scope_ref, expires_at)
     source_ref = one_way_ref("capture-source", f"{ctx.scope_ref}\0{ctx.invocation.principal}")
     candidate_id = candidate_id_for(source_ref, str(args["idempotency_key"]))
-    ctx.target_ids.append(candidate_id)
+    audit.targets(candidate_id)
     evidence: Mapping[str, Any] = args["evidence"]
     trust = asserted_trust(
         str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
@@ -96,16 +99,20 @@ def capture(
     # key, which `fresh_key` removes (core/item_keys.py).
     try:
         with item_keys.fresh_key(ctx, candidate_id) as key:
-            output = _commit(ctx, op_digest, key, effective, evidence, trust, authorization_digest)
+            output = _commit(
+                ctx, audit, mutation, key, effective, evidence, trust, authorization_digest
+            )
     except ToolError as error:
-        return _duplicate(ctx, steps.replay_after_race(ctx, op_digest, error))
+        replay = steps.replay_after_race(ctx, mutation, error)
+        return ToolOutcome.succeeded(_duplicate(audit, replay), audit)
     item_keys.after_commit(ctx)
-    return output
+    return ToolOutcome.succeeded(output, audit)
 
 
 def _commit(
     ctx: CallContext,
-    op_digest: str,
+    audit: CallAudit,
+    mutation: steps.MutationKey,
     key: item_keys.FreshKey,
     effective: dict[str, Any],
     evidence: Mapping[str, Any],
@@ -127,9 +134,9 @@ def _commit(
     )
     with ctx.services.database.transaction() as tx:
         # Writes are serialized: a racing same-key call that committed first is final here.
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
-            return _duplicate(ctx, replay)
+            return _duplicate(audit, replay)
         cursor = journal.head(tx, ctx.scope_ref)[0] + 1
         record = build_record(
             effective,
@@ -176,9 +183,9 @@ def _commit(
             "record_digest": record["record_digest"],
             "cursor": event.cursor_text,
             "transaction_receipt_digest": steps.transaction_receipt_digest(
-                ctx, op_digest, event.event_hash, event.cursor_text
+                ctx, audit, mutation, event.event_hash, event.cursor_text
             ),
         }
-        steps.remember_result(tx, ctx, op_digest, output)
-        steps.write_audit(tx, ctx, "ok")
+        steps.remember_result(tx, ctx, mutation, output)
+        steps.audit_in_transaction(tx, ctx, audit)
     return output

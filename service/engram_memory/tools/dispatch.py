@@ -4,6 +4,11 @@ Order: tool name → trusted context → visibility → purpose_ref → schema a
 (per tool) confirmation gate → authorization → idempotency → target and operation. The first
 failure decides. Every outcome, allowed or refused, leaves exactly one audit entry; if that
 entry cannot be written the call fails.
+
+A call's audit facts are gathered in one `CallAudit`, made here and passed to the tool; the
+tool returns a `ToolOutcome` with them (core/call_audit.py). A mutation writes its entry in
+its own write transaction; every other outcome (reads, replays, refusals) is written here,
+through the group writer.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
 from engram_memory.core.audit_writer import AuditGroupWriter
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
@@ -44,11 +50,11 @@ log = logging.getLogger("engram_memory.calls")
 
 _READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
 
-ToolHandler = Callable[[CallContext, ParsedArguments, object], dict[str, JsonValue]]
+ToolHandler = Callable[[CallContext, CallAudit, ParsedArguments, object], ToolOutcome]
 
 _HANDLERS: dict[str, ToolHandler] = {
-    "engram_memory_search": lambda ctx, parsed, _c: search.search(ctx, parsed),
-    "engram_memory_get": lambda ctx, parsed, _c: get.get(ctx, parsed),
+    "engram_memory_search": lambda ctx, audit, parsed, _c: search.search(ctx, audit, parsed),
+    "engram_memory_get": lambda ctx, audit, parsed, _c: get.get(ctx, audit, parsed),
     "engram_memory_capture": capture.capture,
     "engram_memory_request_admission": admission.request_admission,
     "engram_memory_withdraw": lifecycle.withdraw,
@@ -95,11 +101,11 @@ class MemoryService:
         except TokenInvalid as exc:
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
 
-    def _discover(self, ctx: CallContext) -> DiscoveryResult:
+    def _discover(self, ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
         result = self.services.decider.discovery(
             ctx.subject, self.services.settings.host_memory_enabled
         )
-        ctx.record(result.decision)
+        audit.decided(result.decision)
         return result
 
     def list_tools(self, invocation_token: object) -> list[ToolSpec]:
@@ -111,7 +117,8 @@ class MemoryService:
         invocation = self._bind(invocation_token)
         ctx = CallContext(self.services, invocation, "tools/list", self.services.clock_ms())
         try:
-            visible = self._discover(ctx).visible_tools
+            # Listing is not a call: nothing is audited.
+            visible = self._discover(ctx, CallAudit()).visible_tools
         except (PolicyUnavailable, PolicyStale) as exc:
             # Never an empty list for an outage: the host must see that the binding failed.
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "policy unavailable") from exc
@@ -126,44 +133,50 @@ class MemoryService:
         if request.tool not in TOOL_SPECS:
             raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "unknown tool name")
         invocation = self._bind(request.invocation_token)
-        ctx = CallContext(self.services, invocation, request.tool, self.services.clock_ms())
-        ctx.cancellation = request.cancellation
-        try:
-            envelope = self._run(ctx, request)
-            outcome, detail = "ok", ""
-        except ProtocolRefusal as refusal:
+        ctx = CallContext(
+            self.services,
+            invocation,
+            request.tool,
+            self.services.clock_ms(),
+            cancellation=request.cancellation,
+        )
+        outcome = self._run(ctx, CallAudit(), request)
+        if isinstance(outcome.error, ProtocolRefusal):
             # Audited when possible; the refusal stands either way.
-            self._audit_outcome(ctx, f"rpc:{refusal.code.rpc_code}", refusal.detail)
-            raise
-        except ToolError as error:
-            envelope = failure_envelope(error.code, invocation.audit_id)
-            outcome, detail = error.code.name, error.detail
-        # A tool audits inside its own transaction only when it committed a write.
-        committed = ctx.audited and outcome == "ok"
-        if not self._audit_outcome(ctx, outcome, detail):
+            self._audit(ctx, outcome)
+            raise outcome.error
+        if not self._audit(ctx, outcome):
             # No audit entry, no answer: an unaudited success must not reach the agent.
             # A damaged store file is not retriable (store/database.py fail-stop).
             damaged = self.services.database.damaged
             code = ErrorCode.JOURNAL_CORRUPT if damaged else ErrorCode.STORE_UNAVAILABLE
             return failure_envelope(code, invocation.audit_id)
-        if committed and self.services.settings.failpoints.drop_response_after_commit(request.tool):
+        if outcome.error is not None:
+            return failure_envelope(outcome.error.code, invocation.audit_id)
+        assert outcome.value is not None
+        if outcome.written_in_tx and self.services.settings.failpoints.drop_response_after_commit(
+            request.tool
+        ):
             # Test-only (UnsafeFailpoints): the commit stands, the answer is "lost".
             return failure_envelope(ErrorCode.MUTATION_OUTCOME_UNKNOWN, invocation.audit_id)
-        return envelope
+        return success_envelope(outcome.value, invocation.audit_id)
 
-    def _audit_outcome(self, ctx: CallContext, outcome: str, detail: str) -> bool:
-        """Audit an outcome the tool did not audit itself; False if the entry failed."""
-        if ctx.audited:
+    def _audit(self, ctx: CallContext, outcome: ToolOutcome) -> bool:
+        """Write the outcome's entry unless the tool wrote it in its own write transaction;
+        False if the entry failed."""
+        if outcome.written_in_tx:
             return True
-        if self._audits.write(ctx, outcome, detail):
+        if self._audits.write(ctx, outcome.facts):
             return True
-        log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome)
+        log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome.facts.outcome)
         return False
 
-    def _run(self, ctx: CallContext, request: CallRequest) -> dict[str, JsonValue]:
+    def _run(self, ctx: CallContext, audit: CallAudit, request: CallRequest) -> ToolOutcome:
+        """The call from visibility to its result; every failure becomes a failed outcome
+        carrying the audit facts gathered until then."""
         commits_before = self.services.database.commits_on_this_thread()
         try:
-            discovery = self._discover(ctx)
+            discovery = self._discover(ctx, audit)
             if request.tool not in discovery.visible_tools:
                 raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
             tool = ToolName(request.tool)
@@ -172,14 +185,14 @@ class MemoryService:
             detector = _never_store_detector(discovery.never_store_patterns)
             parsed = validate_arguments(tool, arguments, detector=detector)
             ctx.check_still_wanted()
-            value = _HANDLERS[request.tool](ctx, parsed, request.confirmation_token)
-            return success_envelope(value, ctx.invocation.audit_id)
-        except (ProtocolRefusal, ToolError):
-            raise
-        except Exception as exc:
+            return _HANDLERS[request.tool](ctx, audit, parsed, request.confirmation_token)
+        except (ProtocolRefusal, ToolError) as refusal:
+            return ToolOutcome.failed(refusal, audit)
+        except Exception as exc:  # noqa: BLE001 - mapped to a code and audited below
             known = known_failure(exc)
             if known is not None:
-                raise known from exc
+                known.__cause__ = exc
+                return ToolOutcome.failed(known, audit)
             # The one boundary where unknown failures become codes. The type only is
             # logged: exception text may quote stored content or arguments.
             log.error("unexpected %s in %s", type(exc).__name__, ctx.tool)
@@ -190,4 +203,6 @@ class MemoryService:
                 if committed and request.tool not in _READ_TOOLS
                 else ErrorCode.CAPABILITY_UNAVAILABLE
             )
-            raise ToolError(code, type(exc).__name__) from exc
+            failure = ToolError(code, type(exc).__name__)
+            failure.__cause__ = exc
+            return ToolOutcome.failed(failure, audit)

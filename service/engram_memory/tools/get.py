@@ -7,6 +7,7 @@ from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.search.packets import packet_budget
 from engram_memory.tools import reading
@@ -14,12 +15,12 @@ from engram_memory.tools import reading
 DEFAULT_MAX_PACKET_BYTES = 65_536
 
 
-def get(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
+def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutcome:
     """Raises: ToolError: NOT_FOUND (unknown, foreign, ineligible alike), PROJECTION_OVERSIZED."""
     args = parsed.arguments
     record_id = str(args["record_id"])
-    ctx.target_ids.append(record_id)
-    authz = steps.authorize(ctx)
+    audit.targets(record_id)
+    authz = steps.authorize(ctx, audit)
     with ctx.services.database.reading() as tx:
         as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
         record = reading.revalidated_record(tx, ctx, record_id, as_of)
@@ -54,4 +55,4 @@ def get(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
     )
     if len(canonical_json(packet)) > budget:
         raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "record over packet budget")
-    return packet
+    return ToolOutcome.succeeded(packet, audit)

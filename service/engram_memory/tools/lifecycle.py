@@ -14,6 +14,7 @@ from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import indexing, item_keys, steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
@@ -25,9 +26,10 @@ PROJECTIONS = ("lexical_index",)
 
 def _receipt(
     ctx: CallContext,
+    audit: CallAudit,
     authz: AuthzResult,
     event: journal.JournalEvent,
-    op_digest: str,
+    mutation: steps.MutationKey,
     transition: tuple[str, str, str],
 ) -> dict[str, JsonValue]:
     operation, from_state, to_state = transition
@@ -40,41 +42,42 @@ def _receipt(
         "event_digest": event.event_hash,
         "authorization_receipt_digest": authz.decision.receipt.receipt_digest,
         "transaction_receipt_digest": steps.transaction_receipt_digest(
-            ctx, op_digest, event.event_hash, event.cursor_text
+            ctx, audit, mutation, event.event_hash, event.cursor_text
         ),
     }
 
 
 def withdraw(
-    ctx: CallContext, parsed: ParsedArguments, confirmation: object
-) -> dict[str, JsonValue]:
+    ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
+) -> ToolOutcome:
     """Raises: ToolError / ProtocolRefusal per SPEC §4.5."""
     candidate_id = str(parsed.arguments["candidate_id"])
-    ctx.target_ids.append(candidate_id)
+    audit.targets(candidate_id)
     # SPEC §7: withdraw and forget need confirmation whatever policy data says.
-    op_digest, authz = steps.guard_mutation(
-        ctx, parsed, confirmation, target=candidate_id, always_confirm=True
+    mutation, authz = steps.guard_mutation(
+        ctx, audit, parsed, confirmation, target=candidate_id, always_confirm=True
     )
     ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
         # Checked in the write transaction (writes are serialized): a racing call with the
         # same key that committed first is replayed, never refused as ALREADY_TERMINAL.
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
         if replay is None:
-            output, ended = _commit_withdraw(tx, ctx, parsed, authz, op_digest)
+            output, ended = _commit_withdraw(tx, ctx, audit, parsed, authz, mutation)
     if replay is not None:
         # Retry the promised destruction; report the truth of the key files now.
         destroyed = item_keys.carry_out(ctx, [candidate_id])
-        return _key_status({**replay, "replayed": True}, destroyed)
-    return _key_status(output, item_keys.after_commit(ctx, ended))
+        return ToolOutcome.succeeded(_key_status({**replay, "replayed": True}, destroyed), audit)
+    return ToolOutcome.succeeded(_key_status(output, item_keys.after_commit(ctx, ended)), audit)
 
 
 def _commit_withdraw(
     tx: Transaction,
     ctx: CallContext,
+    audit: CallAudit,
     parsed: ParsedArguments,
     authz: AuthzResult,
-    op_digest: str,
+    mutation: steps.MutationKey,
 ) -> tuple[dict[str, JsonValue], list[str]]:
     """The withdraw transition, its key's promised destruction, its idempotency result and
     audit entry, in `tx`. Returns the output and the items whose keys `after_commit` destroys.
@@ -104,12 +107,14 @@ def _commit_withdraw(
     memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
     ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
     output: dict[str, JsonValue] = {
-        "receipt": _receipt(ctx, authz, event, op_digest, ("withdraw", "pending", "withdrawn")),
+        "receipt": _receipt(
+            ctx, audit, authz, event, mutation, ("withdraw", "pending", "withdrawn")
+        ),
         "replayed": False,
         "key_destruction": "pending",
     }
-    steps.remember_result(tx, ctx, op_digest, output)
-    steps.write_audit(tx, ctx, "ok")
+    steps.remember_result(tx, ctx, mutation, output)
+    steps.audit_in_transaction(tx, ctx, audit)
     return output, ended
 
 
@@ -139,32 +144,37 @@ def _coverage(
     }
 
 
-def forget(ctx: CallContext, parsed: ParsedArguments, confirmation: object) -> dict[str, JsonValue]:
+def forget(
+    ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
+) -> ToolOutcome:
     """Raises: ToolError / ProtocolRefusal per SPEC §4.6."""
     record_id = str(parsed.arguments["record_id"])
-    ctx.target_ids.append(record_id)
-    op_digest, authz = steps.guard_mutation(
-        ctx, parsed, confirmation, target=record_id, always_confirm=True
+    audit.targets(record_id)
+    mutation, authz = steps.guard_mutation(
+        ctx, audit, parsed, confirmation, target=record_id, always_confirm=True
     )
     ctx.check_before_commit()
     with ctx.services.database.transaction() as tx:
         # As for withdraw: a racing same-key call that committed first is replayed here.
-        replay = steps.stored_result(tx, ctx, op_digest)
+        replay = steps.stored_result(tx, ctx, mutation)
         if replay is None:
-            output, ended = _commit_forget(tx, ctx, parsed, authz, op_digest)
+            output, ended = _commit_forget(tx, ctx, audit, parsed, authz, mutation)
     if replay is not None:
         # The record's key and its source candidate's key: either could open the content.
         destroyed = item_keys.carry_out(ctx, item_keys.keys_of_record(ctx, record_id))
-        return _coverage({**replay, "replayed": True}, record_id, destroyed)
-    return _coverage(output, record_id, item_keys.after_commit(ctx, ended))
+        replayed = _coverage({**replay, "replayed": True}, record_id, destroyed)
+        return ToolOutcome.succeeded(replayed, audit)
+    destroyed = item_keys.after_commit(ctx, ended)
+    return ToolOutcome.succeeded(_coverage(output, record_id, destroyed), audit)
 
 
 def _commit_forget(
     tx: Transaction,
     ctx: CallContext,
+    audit: CallAudit,
     parsed: ParsedArguments,
     authz: AuthzResult,
-    op_digest: str,
+    mutation: steps.MutationKey,
 ) -> tuple[dict[str, JsonValue], list[str]]:
     """The tombstone, the index purge, the promised key destructions, the idempotency result
     and audit entry, in `tx`. Returns the output and the items `after_commit` destroys.
@@ -197,11 +207,11 @@ def _commit_forget(
     ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
     output: dict[str, JsonValue] = {
         "receipt": _receipt(
-            ctx, authz, event, op_digest, ("tombstone", record.state, "tombstoned")
+            ctx, audit, authz, event, mutation, ("tombstone", record.state, "tombstoned")
         ),
         "replayed": False,
         "projection_invalidation": "pending",
     }
-    steps.remember_result(tx, ctx, op_digest, output)
-    steps.write_audit(tx, ctx, "ok")
+    steps.remember_result(tx, ctx, mutation, output)
+    steps.audit_in_transaction(tx, ctx, audit)
     return output, ended

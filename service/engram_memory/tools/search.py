@@ -16,6 +16,7 @@ from engram_memory.contract.envelope import success_envelope
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import indexing, steps
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.search.cursor import (
@@ -111,14 +112,14 @@ def _pinned(
     return reading.AsOf(fields.valid_as_of, int(fields.system_as_of)), fields
 
 
-def search(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
+def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutcome:
     """Raises: ToolError per SPEC §4.1 (STALE_PAGE, RANKING_UNAVAILABLE, PROJECTION_*, ...)."""
     args = parsed.arguments
     params = _parameters(args)
     if params.capability_policy["minimum_channels"] == "lexical_and_semantic":
         # No semantic projection is configured; never fall back silently (SPEC §10.2).
         raise ToolError(ErrorCode.RANKING_UNAVAILABLE, "semantic channel not configured")
-    authz = steps.authorize(ctx)
+    authz = steps.authorize(ctx, audit)
     binding = page_binding(params, scope_ref=ctx.scope_ref, principal=ctx.invocation.principal)
     terms = query_terms(params.query, indexing.scope_term_key(ctx))
     with ctx.services.database.reading() as tx:
@@ -179,7 +180,7 @@ def search(ctx: CallContext, parsed: ParsedArguments) -> dict[str, JsonValue]:
     receipt = _rank_receipt(ctx, authz, params, as_of, candidate_ids, ordered_ids, eligible_ids)
     output = search_output(page, receipt, next_cursor)
     _check_ceiling(ctx, authz, output)
-    return output
+    return ToolOutcome.succeeded(output, audit)
 
 
 def _rank_receipt(

@@ -1,0 +1,130 @@
+"""The audit facts of one call, and the outcome a tool returns with them.
+
+Every outcome of a call, allowed or refused, leaves exactly one audit entry carrying the
+receipts of the decisions that were made (DESIGN "Audit"). Those facts are gathered in a
+`CallAudit` that the call's entry point (tools/dispatch.py, admin/maintenance.py) creates and
+passes explicitly to every step that decides or targets something; nothing else holds them.
+
+A tool returns a `ToolOutcome`: its value, or the error that refused it, with the frozen
+`AuditFacts` of its entry and whether that entry was already written in the tool's own write
+transaction. The entry point writes every other entry (reads, replays, refusals) itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.errors import ProtocolRefusal, ToolError
+from engram_memory.policy.receipts import Decision
+
+
+@dataclass(frozen=True)
+class AuditFacts:
+    """What one call's audit entry records beyond the call's binding (`CallContext`)."""
+
+    outcome: str
+    detail: str
+    decisions: tuple[Decision, ...]
+    target_ids: tuple[str, ...]
+    idempotency_key_digest: str
+
+
+class CallAudit:
+    """The audit facts of one call while it runs: the decisions made so far, in order, the
+    ids the call targets and its idempotency key digest."""
+
+    def __init__(self) -> None:
+        self._decisions: list[Decision] = []
+        self._target_ids: list[str] = []
+        self._idempotency_key_digest = ""
+        self._written: AuditFacts | None = None
+
+    def decided(self, decision: Decision) -> Decision:
+        """Keep a decision so its receipt lands in this call's audit entry."""
+        self._decisions.append(decision)
+        return decision
+
+    def targets(self, item_id: str) -> None:
+        self._target_ids.append(item_id)
+
+    def keyed(self, idempotency_key_digest: str) -> None:
+        self._idempotency_key_digest = idempotency_key_digest
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return tuple(self._decisions)
+
+    @property
+    def target_ids(self) -> tuple[str, ...]:
+        return tuple(self._target_ids)
+
+    @property
+    def idempotency_key_digest(self) -> str:
+        return self._idempotency_key_digest
+
+    def facts(self, outcome: str, detail: str = "") -> AuditFacts:
+        """The facts as they stand now, for an entry with `outcome`."""
+        return AuditFacts(
+            outcome=outcome,
+            detail=detail,
+            decisions=tuple(self._decisions),
+            target_ids=tuple(self._target_ids),
+            idempotency_key_digest=self._idempotency_key_digest,
+        )
+
+    def wrote(self, facts: AuditFacts) -> None:
+        """`facts` went into the call's own write transaction (core/steps.py
+        `audit_in_transaction`): whatever happens next, that is the call's one entry (its
+        commit may still fail, and then its outcome is unknown, not unaudited)."""
+        self._written = facts
+
+    @property
+    def written(self) -> AuditFacts | None:
+        """The entry written in the call's own transaction, if one was."""
+        return self._written
+
+
+def refusal_outcome(error: ToolError | ProtocolRefusal) -> str:
+    """The audit outcome of a refused call: the contract code, or `rpc:<code>`."""
+    if isinstance(error, ProtocolRefusal):
+        return f"rpc:{error.code.rpc_code}"
+    return error.code.name
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call came to: `value` or `error`, with the facts of its audit entry.
+
+    `written_in_tx` is True when the entry was written in the tool's own write transaction;
+    the entry point writes it otherwise.
+    """
+
+    value: dict[str, JsonValue] | None
+    error: ToolError | ProtocolRefusal | None
+    facts: AuditFacts
+    written_in_tx: bool
+
+    @classmethod
+    def succeeded(cls, value: dict[str, JsonValue], audit: CallAudit) -> ToolOutcome:
+        written = audit.written
+        facts = audit.facts("ok") if written is None else written
+        return cls(value, None, facts, written is not None)
+
+    @classmethod
+    def failed(cls, error: ToolError | ProtocolRefusal, audit: CallAudit) -> ToolOutcome:
+        """A refusal, or a failure: carries the receipts of the decisions made before it."""
+        written = audit.written
+        facts = audit.facts(refusal_outcome(error), error.detail) if written is None else written
+        return cls(None, error, facts, written is not None)
+
+    def result(self) -> dict[str, JsonValue]:
+        """The value of a successful outcome.
+
+        Raises:
+            ToolError / ProtocolRefusal: the outcome's error.
+        """
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
