@@ -152,8 +152,8 @@ class StoreTimer:
         inner = database.transaction
 
         @contextmanager
-        def timed(*, settle: bool = False) -> Iterator[Transaction]:
-            with inner(settle=settle) as tx:
+        def timed() -> Iterator[Transaction]:
+            with inner() as tx:
                 yield tx
                 body_done = time.perf_counter()
             if tx.wrote:

@@ -70,3 +70,16 @@ def test_closing_the_store_settles_what_is_queued(tmp_path: Path) -> None:
     reopened = Database.open(tmp_path)
     assert _pending(reopened) == []
     reopened.close()
+
+
+def test_a_queued_clear_never_removes_a_promise_the_next_write_makes_of_the_same_item(
+    tmp_path: Path,
+) -> None:
+    database = Database.open(tmp_path)
+    with database.transaction() as tx:
+        key_intents.promise(tx, SCOPE, ["cand_1"], "accept", 1)
+    _queue_clear(database, [(SCOPE, "cand_1")])  # its key is gone
+    with database.transaction() as tx:  # a forget promises the same item's key again
+        key_intents.promise(tx, SCOPE, ["cand_1", "mem_1"], "tombstone", 2)
+    assert _pending(database) == [(SCOPE, "cand_1"), (SCOPE, "mem_1")]
+    database.close()

@@ -63,6 +63,7 @@ def conclude_admission(
         tx,
         ctx.scope_ref,
         event_id=f"admission:{candidate.candidate_id}",
+        unique=True,  # next_state above: the candidate is pending, so never admitted before
         operation=operation,
         target_id=candidate.candidate_id,
         fields=body,

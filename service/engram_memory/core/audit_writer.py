@@ -75,8 +75,7 @@ class AuditGroupWriter:
     def _commit(self, batch: list[_Entry]) -> bool:
         try:
             with self._database.transaction() as tx:
-                for entry in batch:
-                    steps.write_audit(tx, entry.ctx, entry.facts)
+                steps.write_audits(tx, [(entry.ctx, entry.facts) for entry in batch])
         except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
             # StoreUnavailable is the expected case; anything else must not strand followers.
             if not isinstance(exc, StoreUnavailable):

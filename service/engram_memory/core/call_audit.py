@@ -20,6 +20,18 @@ from engram_memory.policy.receipts import Decision
 
 
 @dataclass(frozen=True)
+class ConfirmationSpend:
+    """A host confirmation the gate verified, to be consumed with the call's audit entry.
+
+    `unused_at` is the generation of the snapshot that found it unused (store/published.py):
+    the call's write transaction re-checks only if a commit since consumed it.
+    """
+
+    jti: str
+    unused_at: int
+
+
+@dataclass(frozen=True)
 class AuditFacts:
     """What one call's audit entry records beyond the call's binding (`CallContext`)."""
 
@@ -28,6 +40,8 @@ class AuditFacts:
     decisions: tuple[Decision, ...]
     target_ids: tuple[str, ...]
     idempotency_key_digest: str
+    # Spent in the transaction that writes the entry, whatever the outcome (SPEC §7).
+    confirmation: ConfirmationSpend | None = None
 
 
 class CallAudit:
@@ -38,6 +52,7 @@ class CallAudit:
         self._decisions: list[Decision] = []
         self._target_ids: list[str] = []
         self._idempotency_key_digest = ""
+        self._confirmation: ConfirmationSpend | None = None
         self._written: AuditFacts | None = None
 
     def decided(self, decision: Decision) -> Decision:
@@ -50,6 +65,14 @@ class CallAudit:
 
     def keyed(self, idempotency_key_digest: str) -> None:
         self._idempotency_key_digest = idempotency_key_digest
+
+    def confirmed(self, spend: ConfirmationSpend) -> None:
+        """The gate passed with this confirmation; the call's entry spends it."""
+        self._confirmation = spend
+
+    @property
+    def confirmation(self) -> ConfirmationSpend | None:
+        return self._confirmation
 
     @property
     def decisions(self) -> tuple[Decision, ...]:
@@ -71,6 +94,7 @@ class CallAudit:
             decisions=tuple(self._decisions),
             target_ids=tuple(self._target_ids),
             idempotency_key_digest=self._idempotency_key_digest,
+            confirmation=self._confirmation,
         )
 
     def wrote(self, facts: AuditFacts) -> None:

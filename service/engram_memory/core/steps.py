@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
 from engram_memory.contract.parsing import ParsedArguments
-from engram_memory.core.call_audit import AuditFacts, CallAudit
+from engram_memory.core.call_audit import AuditFacts, CallAudit, ConfirmationSpend
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.keyfile import KeyFileBroken
 from engram_memory.crypto.sealing import SealBroken, open_sealed
@@ -48,12 +48,20 @@ def authorize(ctx: CallContext, audit: CallAudit) -> AuthzResult:
 
 
 def pass_confirmation_gate(
-    ctx: CallContext, token: object, *, target: str, op_digest: str, required: bool, ttl_s: int
+    ctx: CallContext,
+    audit: CallAudit,
+    token: object,
+    *,
+    target: str,
+    op_digest: str,
+    required: bool,
+    ttl_s: int,
 ) -> None:
-    """Verify and consume a host confirmation where one is required (SPEC §7).
+    """Verify a host confirmation where one is required (SPEC §7); `audit` spends it.
 
-    The `jti` is consumed in its own transaction the moment the gate passes, so it is spent
-    whatever the call's outcome.
+    The `jti` is checked on a snapshot here and consumed in the transaction that writes the
+    call's audit entry: the call's own write transaction, or the entry point's for any other
+    outcome. So it is spent whatever the outcome, without a transaction of its own.
 
     Raises:
         ProtocolRefusal: -32603 when a required confirmation reference is absent.
@@ -76,18 +84,27 @@ def pass_confirmation_gate(
         )
     except TokenInvalid as exc:
         raise ToolError(ErrorCode.gate_failed, f"confirmation refused: {exc}") from exc
-    with ctx.services.database.transaction() as tx:
+    with ctx.services.database.reading() as tx:
         if memory.confirmation_used(tx, verified.jti):
             raise ToolError(ErrorCode.gate_failed, "confirmation already used")
-        memory.consume_confirmation(tx, verified.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
+        audit.confirmed(ConfirmationSpend(verified.jti, tx.generation))
 
 
 @dataclass(frozen=True)
 class MutationKey:
-    """A mutation's idempotency identity: its operation digest and its key's digest."""
+    """A mutation's idempotency identity: its operation digest and its key's digest.
+
+    `absent_at` is the generation of a snapshot that found no result for it (store/
+    published.py): a later lookup reads the store again only if a commit since wrote it.
+    """
 
     op_digest: str
     key_digest: str
+    absent_at: int | None = None
+
+    def absent_in(self, snapshot: Transaction) -> MutationKey:
+        """This key, known to have had no result in `snapshot`."""
+        return replace(self, absent_at=snapshot.generation)
 
 
 def guard_mutation(
@@ -113,6 +130,7 @@ def guard_mutation(
     audit.decided(need.decision)
     pass_confirmation_gate(
         ctx,
+        audit,
         confirmation,
         target=op_digest if target is None else target,
         op_digest=op_digest,
@@ -137,7 +155,9 @@ def stored_result(
     Raises:
         ToolError: DIGEST_CONFLICT when the key is bound to another operation.
     """
-    row = memory.get_idempotency(tx, ctx.scope_ref, ctx.principal_ref, key.key_digest)
+    row = memory.get_idempotency(
+        tx, ctx.scope_ref, ctx.principal_ref, key.key_digest, absent_at=key.absent_at
+    )
     if row is None:
         return None
     if row.tool != ctx.tool or row.operation_digest != key.op_digest:
@@ -227,10 +247,16 @@ def audit_in_transaction(
     entry point writes no second entry whatever happens next. Returns the facts written.
 
     Raises:
+        ToolError: gate_failed when a racing call consumed the call's confirmation since
+            the gate passed (the transaction rolls back).
         StoreUnavailable: the entry could not be appended (the caller's transaction rolls
             back; the entry point still audits the failure).
     """
     facts = audit.facts(outcome, detail)
+    spend = facts.confirmation
+    # Writes are serialized: a confirmation consumed since the gate's snapshot is found here.
+    if spend is not None and memory.confirmation_used(tx, spend.jti, unused_at=spend.unused_at):
+        raise ToolError(ErrorCode.gate_failed, "confirmation already used")
     write_audit(tx, ctx, facts)
     audit.wrote(facts)
     return facts
@@ -243,25 +269,41 @@ def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
+    write_audits(tx, [(ctx, facts)])
+
+
+def write_audits(tx: Transaction, entries: Sequence[tuple[CallContext, AuditFacts]]) -> None:
+    """Append the entries of several calls in order, in `tx`, with two statements (a group
+    commit), and spend the confirmations their gates passed.
+
+    Raises:
+        StoreUnavailable: a statement failed (the caller's transaction rolls back).
+    """
+    audit.append_all(tx, [_audit_record(ctx, facts) for ctx, facts in entries])
+    for ctx, facts in entries:
+        if facts.confirmation is not None:
+            memory.spend_confirmation(
+                tx, facts.confirmation.jti, ctx.scope_ref, ctx.tool, ctx.now_ms
+            )
+
+
+def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
     identity = ctx.services.decider.expected
-    audit.append(
-        tx,
-        audit.AuditRecord(
-            recorded_at=ctx.now_instant,
-            audit_id=ctx.invocation.audit_id,
-            scope_ref=ctx.scope_ref,
-            principal_ref=ctx.principal_ref,
-            agent_ref=ctx.agent_ref,
-            session_ref=ctx.session_ref,
-            tool=ctx.tool,
-            outcome=facts.outcome,
-            bundle_digest=identity.digest,
-            bundle_revision=identity.revision,
-            target_ids=facts.target_ids,
-            receipts=tuple(d.receipt for d in facts.decisions),
-            idempotency_key_digest=facts.idempotency_key_digest,
-            detail=facts.detail,
-        ),
+    return audit.AuditRecord(
+        recorded_at=ctx.now_instant,
+        audit_id=ctx.invocation.audit_id,
+        scope_ref=ctx.scope_ref,
+        principal_ref=ctx.principal_ref,
+        agent_ref=ctx.agent_ref,
+        session_ref=ctx.session_ref,
+        tool=ctx.tool,
+        outcome=facts.outcome,
+        bundle_digest=identity.digest,
+        bundle_revision=identity.revision,
+        target_ids=facts.target_ids,
+        receipts=tuple(d.receipt for d in facts.decisions),
+        idempotency_key_digest=facts.idempotency_key_digest,
+        detail=facts.detail,
     )
 
 

@@ -220,8 +220,8 @@ class Database:
             StoreUnavailable: as for every transaction (the work stays queued).
         """
         if len(self.deferred):
-            with self.transaction(settle=True):
-                pass
+            with self.transaction() as tx:
+                tx.start_writing()
 
     def _migrate(self) -> None:
         with self.transaction() as tx:
@@ -232,10 +232,11 @@ class Database:
             check_version(tx)
 
     @contextmanager
-    def transaction(self, *, settle: bool = False) -> Iterator[Transaction]:
+    def transaction(self) -> Iterator[Transaction]:
         """One serialized DuckDB transaction; commits on exit, rolls back on any exception.
 
-        A transaction that wrote (or `settle`) also runs the queued tidying (`deferred`).
+        The queued tidying (`deferred`) runs before the transaction's first write, so it never
+        undoes what the transaction itself writes.
 
         A commit that moved a chain head returns only once the head anchor covers it.
 
@@ -255,13 +256,18 @@ class Database:
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
             generation, heads = self._published.current()
-            tx = Transaction(self, self._connection, heads, generation)
             ran: list[Work] = []
+            tx = Transaction(
+                self,
+                self._connection,
+                heads,
+                generation,
+                before_first_write=lambda tx: ran.extend(self.deferred.run_in(tx)),
+            )
             try:
                 yield tx
-                if tx.wrote or settle:
-                    ran = self.deferred.run_in(tx)
             except BaseException:
+                self.deferred.restore(ran)
                 # The original failure is what matters, not a failed rollback.
                 with suppress(duckdb.Error):
                     self._connection.execute("ROLLBACK")

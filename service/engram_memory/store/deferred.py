@@ -3,8 +3,10 @@
 A write transaction costs a BEGIN, a COMMIT with its fsync and an anchor write; statements that
 only tidy up after a commit (clearing key-destruction promises once the key files are gone) do
 not need one of their own. They are queued here and run inside the next transaction that
-writes, just before its COMMIT. Only work that the next start redoes may be deferred: a crash
-loses the queue, and a failed transaction puts its work back for the one after it.
+writes, before its first write, so they never undo what that transaction writes (a clear queued
+before a new promise of the same item runs before the promise is made). Only work that the next
+start redoes may be deferred: a crash loses the queue, and a failed transaction puts its work
+back for the one after it.
 """
 
 from __future__ import annotations

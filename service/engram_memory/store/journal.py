@@ -60,9 +60,15 @@ def append(
     operation: str,
     target_id: str,
     fields: Mapping[str, JsonValue],
+    unique: bool = False,
 ) -> JournalEvent:
     """Append one event at the next cursor of `scope_ref` (its head comes from the writer's
     head cache, not a query).
+
+    An existing event of the same id and intent is returned instead (an idempotent append).
+    `unique` says the caller's own checks in this transaction rule such an event out (the
+    state it read allows the transition only once), so no lookup is spent on it; the store's
+    UNIQUE (scope_ref, event_id) still refuses a duplicate, failing the transaction.
 
     Raises:
         JournalIntentConflict: `event_id` exists with another intent.
@@ -76,8 +82,12 @@ def append(
         "target_id": target_id,
     }
     # By the indexed event id alone; an event of another scope is not this one.
-    existing = next(
-        (row for row in tx.fetchall(_Q["by_event_id"], [event_id]) if row[4] == scope_ref), None
+    existing = (
+        None
+        if unique
+        else next(
+            (row for row in tx.fetchall(_Q["by_event_id"], [event_id]) if row[4] == scope_ref), None
+        )
     )
     if existing is not None:
         if existing[3] != _intent_digest(body):

@@ -7,7 +7,7 @@ write.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -33,6 +33,7 @@ class Transaction:
         generation: int,
         *,
         writable: bool = True,
+        before_first_write: Callable[[Transaction], None] | None = None,
     ) -> None:
         self._database = database
         self._connection = connection
@@ -43,6 +44,7 @@ class Transaction:
         self._audit_head: Head | None = None
         self._journal_heads: dict[str, Head] = {}
         self._written_keys: list[str] = []
+        self._before_first_write = before_first_write
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
 
@@ -83,7 +85,19 @@ class Transaction:
             from engram_memory.store.database import StoreUnavailable
 
             raise StoreUnavailable("write attempted in a read snapshot")
-        self.wrote = True
+        if not self.wrote:
+            self.wrote = True
+            first, self._before_first_write = self._before_first_write, None
+            if first is not None:
+                first(self)
+
+    def start_writing(self) -> None:
+        """Begin writing without a statement of one's own (runs what precedes a first write).
+
+        Raises:
+            StoreUnavailable: a read snapshot, or what runs before the first write failed.
+        """
+        self._will_write()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self._will_write()

@@ -61,6 +61,7 @@ def request_admission(
         replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
+        mutation = mutation.absent_in(tx)
         candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
         if candidate is None or candidate.state != "pending":
             raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")

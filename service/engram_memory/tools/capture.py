@@ -78,6 +78,7 @@ def capture(
     # nothing new; read on a snapshot, outside the writer's lock.
     with ctx.services.database.reading() as tx:
         replay = steps.stored_result(tx, ctx, mutation)
+        mutation = mutation.absent_in(tx)
     if replay is not None:
         return ToolOutcome.succeeded(_duplicate(audit, replay), audit)
 
@@ -149,6 +150,8 @@ def _commit(
             tx,
             ctx.scope_ref,
             event_id=f"capture:{candidate_id}",
+            # The candidate id derives from the idempotency key, found new just above.
+            unique=True,
             operation="capture",
             target_id=candidate_id,
             fields={

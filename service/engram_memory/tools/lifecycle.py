@@ -94,6 +94,7 @@ def _commit_withdraw(
         tx,
         ctx.scope_ref,
         event_id=f"withdraw:{candidate_id}",
+        unique=True,  # next_state above: the candidate is pending, never withdrawn before
         operation="withdraw",
         target_id=candidate_id,
         fields={
@@ -191,6 +192,7 @@ def _commit_forget(
         tx,
         ctx.scope_ref,
         event_id=f"tombstone:{record_id}",
+        unique=True,  # next_state above: a tombstoned record is terminal
         operation="tombstone",
         target_id=record_id,
         fields={

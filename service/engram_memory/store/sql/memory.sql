@@ -90,8 +90,9 @@ WHERE key_digest = ?;
 INSERT INTO idempotency (scope_ref, principal_ref, key_digest, tool, operation_digest, state, result_json, created_at_ms)
 VALUES (?, ?, ?, ?, ?, 'completed', ?, ?);
 
--- name: consume_confirmation
-INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?);
+-- name: spend_confirmation
+INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?)
+ON CONFLICT DO NOTHING;
 
 -- name: confirmation_used
 SELECT count(*) FROM consumed_confirmations WHERE jti = ?;
