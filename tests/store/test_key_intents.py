@@ -31,11 +31,21 @@ def test_a_promised_destruction_survives_a_reopen_until_cleared(tmp_path: Path) 
     database.close()
 
 
-def test_promising_the_same_destruction_twice_keeps_one_promise(tmp_path: Path) -> None:
+def test_an_item_named_twice_in_one_promise_is_promised_once(tmp_path: Path) -> None:
     database = Database.open(tmp_path)
     with database.transaction() as tx:
-        key_intents.promise(tx, SCOPE, ["cand_1"], "withdraw", 1)
-        key_intents.promise(tx, SCOPE, ["cand_1"], "withdraw", 2)
+        key_intents.promise(tx, SCOPE, ["cand_1", "cand_1"], "withdraw", 1)
+        assert key_intents.pending(tx) == [(SCOPE, "cand_1")]
+    database.close()
+
+
+def test_clearing_pairs_of_several_scopes_removes_exactly_those(tmp_path: Path) -> None:
+    other = "tenant:globex/workspace:main"
+    database = Database.open(tmp_path)
+    with database.transaction() as tx:
+        key_intents.promise(tx, SCOPE, ["cand_1", "cand_2"], "withdraw", 1)
+        key_intents.promise(tx, other, ["cand_1"], "withdraw", 1)
+        key_intents.clear(tx, [(SCOPE, "cand_2"), (other, "cand_1")])
         assert key_intents.pending(tx) == [(SCOPE, "cand_1")]
     database.close()
 

@@ -121,6 +121,32 @@ def test_forget_is_pending_while_a_key_that_opens_the_content_remains_and_a_repl
     assert _promised(services) == []
 
 
+def test_forget_after_an_accept_whose_candidate_key_resisted_keeps_one_promise_until_done(
+    alice: Caller, services: Services
+) -> None:
+    candidate_id = capture(alice)["candidate_id"]
+    surviving = services.keys.get(SCOPE, candidate_id)
+    assert surviving is not None
+    record_id = value(admit(alice, candidate_id))["outcome"]["record_id"]
+    services.database.settle_deferred()
+    # As if the accept's destruction had failed: the key is back and still owed.
+    services.keys.put(SCOPE, candidate_id, surviving)
+    with services.database.transaction() as tx:
+        key_intents.promise(tx, SCOPE, [candidate_id], "accept", 0)
+    _make_undeletable(_key_path(services, record_id))
+    key = _key()
+
+    first = value(forget(alice, record_id, key))
+
+    assert first["projection_invalidation"] == "pending"
+    assert _promised(services) == [(SCOPE, record_id)]  # the candidate's promise was kept
+    assert not _key_path(services, candidate_id).exists()
+    _make_deletable(_key_path(services, record_id))
+    replay = value(forget(alice, record_id, key))
+    assert (replay["replayed"], replay["projection_invalidation"]) == (True, "complete")
+    assert _promised(services) == []
+
+
 def test_withdraw_replay_retries_a_destruction_the_file_system_refused(
     alice: Caller, services: Services
 ) -> None:

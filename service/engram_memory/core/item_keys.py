@@ -113,13 +113,19 @@ def end_content(
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
     items: list[str] = []
+    already_promised: set[str] = set()
     if candidate_id is not None:
         key_intents.clear_candidate_body(tx, ctx.scope_ref, candidate_id)
         items.append(candidate_id)
     if record_id is not None:
-        source = key_intents.candidate_of_record(tx, ctx.scope_ref, record_id)
-        items += [*([] if source is None else [source]), record_id]
-    key_intents.promise(tx, ctx.scope_ref, items, operation, ctx.now_ms)
+        source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)
+        if source is not None:
+            items.append(source[0])
+            if source[1]:  # its destruction failed earlier and is still owed
+                already_promised.add(source[0])
+        items.append(record_id)
+    promised = [item for item in items if item not in already_promised]
+    key_intents.promise(tx, ctx.scope_ref, promised, operation, ctx.now_ms)
     return items
 
 

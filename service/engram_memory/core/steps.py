@@ -255,9 +255,11 @@ def audit_in_transaction(
     facts = audit.facts(outcome, detail)
     spend = facts.confirmation
     # Writes are serialized: a confirmation consumed since the gate's snapshot is found here.
-    if spend is not None and memory.confirmation_used(tx, spend.jti, unused_at=spend.unused_at):
-        raise ToolError(ErrorCode.gate_failed, "confirmation already used")
-    write_audit(tx, ctx, facts)
+    if spend is not None:
+        if memory.confirmation_used(tx, spend.jti, unused_at=spend.unused_at):
+            raise ToolError(ErrorCode.gate_failed, "confirmation already used")
+        memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
+    write_audits(tx, [(ctx, facts)], spend_confirmations=False)
     audit.wrote(facts)
     return facts
 
@@ -272,16 +274,21 @@ def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
     write_audits(tx, [(ctx, facts)])
 
 
-def write_audits(tx: Transaction, entries: Sequence[tuple[CallContext, AuditFacts]]) -> None:
+def write_audits(
+    tx: Transaction,
+    entries: Sequence[tuple[CallContext, AuditFacts]],
+    *,
+    spend_confirmations: bool = True,
+) -> None:
     """Append the entries of several calls in order, in `tx`, with two statements (a group
-    commit), and spend the confirmations their gates passed.
+    commit), and spend the confirmations their gates passed (unless the caller did).
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
     audit.append_all(tx, [_audit_record(ctx, facts) for ctx, facts in entries])
     for ctx, facts in entries:
-        if facts.confirmation is not None:
+        if spend_confirmations and facts.confirmation is not None:
             memory.spend_confirmation(
                 tx, facts.confirmation.jti, ctx.scope_ref, ctx.tool, ctx.now_ms
             )

@@ -96,8 +96,10 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
         hashes.append(previous)
     if not rows:
         return hashes
-    # Column-wise lists, unnested row-wise by the statement.
-    tx.execute(_Q["insert"], [list(column) for column in zip(*rows, strict=True)])
+    if len(rows) == 1:
+        tx.execute(_Q["insert_one"], rows[0])
+    else:  # column-wise lists, unnested row-wise by the statement
+        tx.execute(_Q["insert"], [list(column) for column in zip(*rows, strict=True)])
     tx.moved_audit_head((sequence, previous))
     _insert_receipts(tx, records)
     return hashes

@@ -28,10 +28,16 @@ class ItemKey(NamedTuple):
 def promise(
     tx: Transaction, scope_ref: str, item_ids: Iterable[str], operation: str, now_ms: int
 ) -> None:
-    """Record that the keys of `item_ids` must be destroyed once `tx` commits."""
-    items = list(item_ids)
+    """Record that the keys of `item_ids` must be destroyed once `tx` commits.
+
+    Every item must be without a pending promise (`source_of_record` tells for a record's
+    source candidate); a second promise of an item fails the transaction.
+    """
+    items = list(dict.fromkeys(item_ids))
     if items:
-        tx.execute(_Q["promise"], [scope_ref, items, operation, now_ms])
+        rows = ", ".join(["(?, ?, ?, ?)"] * len(items))
+        params = [value for item in items for value in (scope_ref, item, operation, now_ms)]
+        tx.execute(_Q["promise"].rstrip(";") + " " + rows, params)
 
 
 def pending(tx: Transaction) -> list[tuple[str, str]]:
@@ -49,9 +55,11 @@ def pending_in_scope(tx: Transaction, scope_ref: str, item_ids: Sequence[str]) -
 
 def clear(tx: Transaction, done: Iterable[tuple[str, str]]) -> None:
     """Forget the promises of (scope_ref, item_id) pairs whose key files are gone."""
-    pairs = list(done)
-    if pairs:
-        tx.execute(_Q["clear"], [[scope for scope, _ in pairs], [item for _, item in pairs]])
+    by_scope: dict[str, list[str]] = {}
+    for scope, item in done:
+        by_scope.setdefault(scope, []).append(item)
+    for scope, items in by_scope.items():
+        tx.execute(_Q["clear"], [scope, items])
 
 
 def clear_candidate_body(tx: Transaction, scope_ref: str, candidate_id: str) -> None:
@@ -63,6 +71,13 @@ def candidate_of_record(tx: Transaction, scope_ref: str, record_id: str) -> str 
     """The candidate a record was promoted from (its key could open the same content)."""
     row = tx.fetchone(_Q["candidate_of_record"], [scope_ref, record_id])
     return None if row is None else str(row[0])
+
+
+def source_of_record(tx: Transaction, scope_ref: str, record_id: str) -> tuple[str, bool] | None:
+    """(the candidate a record was promoted from, whether that candidate's key destruction is
+    still promised), or None for a record without one."""
+    row = tx.fetchone(_Q["source_of_record"], [scope_ref, record_id])
+    return None if row is None or row[0] is None else (str(row[0]), bool(row[1]))
 
 
 def has_row(tx: Transaction, scope_ref: str, item_id: str) -> bool:

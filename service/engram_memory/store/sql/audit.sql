@@ -3,6 +3,14 @@
 SELECT sequence, entry_hash FROM audit_entries
 WHERE sequence = (SELECT max(sequence) FROM audit_entries);
 
+-- name: insert_one
+-- One entry (a call's own transaction): a VALUES row costs half of the unnested form below.
+INSERT INTO audit_entries
+    (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
+     target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
+     detail, previous_hash, entry_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
 -- name: insert
 INSERT INTO audit_entries
     (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,

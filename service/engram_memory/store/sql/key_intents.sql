@@ -3,10 +3,11 @@
 -- file is computed from these rows.
 
 -- name: promise
--- All of one commit's promises in one statement (executemany costs a statement per row).
-INSERT INTO key_destructions (scope_ref, item_id, operation, promised_at_ms)
-SELECT ?, unnest(?::VARCHAR[]), ?, ?
-ON CONFLICT DO NOTHING;
+-- One row per promised item, as a multi-row VALUES list (`key_intents.promise` repeats the row
+-- placeholder). No ON CONFLICT: it triples the statement's cost, and callers promise only
+-- items without a promise (an item's content ends once; `source_of_record` tells whether the
+-- source candidate's promise is still pending).
+INSERT INTO key_destructions (scope_ref, item_id, operation, promised_at_ms) VALUES
 
 -- name: pending
 SELECT scope_ref, item_id FROM key_destructions ORDER BY scope_ref, item_id;
@@ -15,15 +16,21 @@ SELECT scope_ref, item_id FROM key_destructions ORDER BY scope_ref, item_id;
 SELECT item_id FROM key_destructions WHERE scope_ref = ? AND list_contains(?, item_id);
 
 -- name: clear
--- Pairs as two parallel lists; a pair matches only its own scope's row.
-DELETE FROM key_destructions
-WHERE (scope_ref, item_id) IN (SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]));
+-- The items of one scope whose key files are gone.
+DELETE FROM key_destructions WHERE scope_ref = ? AND list_contains(?, item_id);
 
 -- name: clear_candidate_body
 UPDATE candidates SET sealed_body = NULL WHERE scope_ref = ? AND candidate_id = ?;
 
 -- name: candidate_of_record
 SELECT candidate_id FROM records WHERE scope_ref = ? AND record_id = ?;
+
+-- name: source_of_record
+-- The record's source candidate, and whether its key's destruction is still promised.
+SELECT r.candidate_id,
+       EXISTS (SELECT 1 FROM key_destructions d
+               WHERE d.scope_ref = r.scope_ref AND d.item_id = r.candidate_id)
+FROM records r WHERE r.scope_ref = ? AND r.record_id = ?;
 
 -- name: item_rows
 SELECT (SELECT count(*) FROM candidates WHERE scope_ref = ? AND candidate_id = ?)

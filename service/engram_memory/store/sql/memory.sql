@@ -90,6 +90,10 @@ WHERE key_digest = ?;
 INSERT INTO idempotency (scope_ref, principal_ref, key_digest, tool, operation_digest, state, result_json, created_at_ms)
 VALUES (?, ?, ?, ?, ?, 'completed', ?, ?);
 
+-- name: consume_confirmation
+-- After the writer checked it unused in this transaction (ON CONFLICT costs 3x the insert).
+INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?);
+
 -- name: spend_confirmation
 INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?)
 ON CONFLICT DO NOTHING;
