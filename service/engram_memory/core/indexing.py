@@ -6,14 +6,18 @@ key, and a query can only match inside its own scope.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.core.runtime import CallContext
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
-from engram_memory.store import memory
-from engram_memory.store.database import Transaction
+from engram_memory.store import memory, side_writes
+from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
+
+log = logging.getLogger("engram_memory.index")
 
 
 def scope_term_key(ctx: CallContext) -> TermKey:
@@ -53,14 +57,74 @@ def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
     )
 
 
+@dataclass(frozen=True)
+class StagedIndex:
+    """A record's index entries, already committed by `staged_index` (invisible until the
+    record row commits): the accept transaction writes none."""
+
+    record_id: str
+
+
+@contextmanager
+def staged_index(ctx: CallContext, prepared: RecordIndex) -> Iterator[StagedIndex]:
+    """Commit the record's index rows outside the writer's lock, then run the block (the
+    accept transaction). Call it inside the record's `item_keys.fresh_key` block: its claim
+    keeps every other call of this process off the record id.
+
+    Leftovers of an earlier failed or unknown attempt are removed first, in the same
+    transaction, so postings are never doubled. If the block commits nothing on this thread
+    (rolled back, refused or replayed), the staged rows are removed again, best effort; after
+    an unknown outcome they stay, for a retry's staging or the start-up sweep
+    (`side_writes.sweep_orphan_index`). Search cannot see them meanwhile: eligibility joins
+    the record row.
+
+    Raises:
+        StoreCorrupt / StoreUnavailable: the staging failed (nothing of the call committed).
+    """
+    database = ctx.services.database
+    commits_before = database.commits_on_this_thread()
+    with database.side_write() as tx:
+        side_writes.remove_staged(tx, ctx.scope_ref, prepared.record_id)
+        _store(tx, ctx, prepared)
+    unknown = False
+    try:
+        yield StagedIndex(prepared.record_id)
+    except CommitOutcomeUnknown:
+        unknown = True
+        raise
+    finally:
+        if not unknown and database.commits_on_this_thread() == commits_before:
+            _unstage(ctx, prepared.record_id)
+
+
+def _unstage(ctx: CallContext, record_id: str) -> None:
+    try:
+        with ctx.services.database.side_write() as tx:
+            side_writes.remove_staged(tx, ctx.scope_ref, record_id)
+    except StoreUnavailable:
+        log.warning("staged index rows not removed tool=%s; the next start removes them", ctx.tool)
+
+
 def index_record(
     tx: Transaction,
     ctx: CallContext,
     record: Mapping[str, Any],
-    prepared: RecordIndex | None = None,
+    prepared: RecordIndex | StagedIndex | None = None,
 ) -> None:
-    """Store the index entries of `record`, computing them here unless `prepared`."""
-    entries = record_index(ctx, record) if prepared is None else prepared
+    """Store the index entries of `record`, computing them here unless `prepared`; nothing
+    when they were staged (`staged_index`).
+
+    Raises:
+        ValueError: the staged entries are another record's (a programming error).
+    """
+    if isinstance(prepared, StagedIndex):
+        if prepared.record_id != str(record["record_id"]):
+            raise ValueError("the staged index belongs to another record")
+        return
+    _store(tx, ctx, record_index(ctx, record) if prepared is None else prepared)
+
+
+def _store(tx: Transaction, ctx: CallContext, entries: RecordIndex) -> None:
     memory.index_document(
         tx,
         ctx.scope_ref,

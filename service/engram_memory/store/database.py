@@ -322,6 +322,21 @@ class Database:
         finally:
             self._readers.release(cursor)
 
+    @contextmanager
+    def side_write(self) -> Iterator[Transaction]:
+        """A writing transaction NOT under the writer's lock, for rows no reader sees until a
+        writer transaction makes them visible (store/side_writes.py says what it may do).
+
+        Raises:
+            StoreCorrupt / StoreUnavailable: see `side_writes.side_transaction`.
+        """
+        from engram_memory.store.side_writes import side_transaction
+
+        if self._damaged:
+            raise StoreCorrupt("store stopped: file damaged")
+        with side_transaction(self, self._readers, self.heads()[1]) as tx:
+            yield tx
+
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)
         return count
