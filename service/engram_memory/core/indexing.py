@@ -101,6 +101,7 @@ def staged_index(ctx: CallContext, prepared: RecordIndex) -> Iterator[StagedInde
         for batch in prepared.postings[1:]:
             with database.side_write() as tx:
                 memory.insert_postings(tx, ctx.scope_ref, prepared.record_id, batch)
+        ctx.services.settings.failpoints.kill_after_staging(ctx.tool)
         yield StagedIndex(prepared.record_id)
     except CommitOutcomeUnknown:
         unknown = True
