@@ -30,6 +30,7 @@ from engram_memory.store.database import (
 )
 from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.integrity import read_every_row
+from engram_memory.store.side_writes import sweep_orphan_index
 from engram_memory.tools.dispatch import MemoryService
 
 
@@ -71,6 +72,10 @@ def open_store(
         with database.transaction() as tx:
             read_every_row(tx)
         open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
+        # Only a store that will be served is changed: index rows an admission staged but
+        # never committed go (core/indexing.py); a no-op read when there are none.
+        with database.transaction() as tx:
+            sweep_orphan_index(tx)
         database.announce_damage = True  # serving from here: damage is logged once
     except StoreCorrupt as exc:
         database.close(checkpoint=False)

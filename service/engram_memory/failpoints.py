@@ -12,8 +12,10 @@
 - Crash points: the server process SIGKILLs itself at a named point of a mutating call, so
   the fault suite can prove what a restart recovers (tests/faults/):
   `kill_after_key_write:<tool>` once a new item key file is durable, before the write
-  transaction opens (capture, and admission on accept); `kill_after_commit:<tool>` right
-  after the call's transaction committed, before any promised key destruction;
+  transaction opens (capture, and admission on accept); `kill_after_staging:<tool>` once an
+  accepted record's index rows are staged, before the accept transaction opens (admission,
+  core/indexing.py); `kill_after_commit:<tool>` right after the call's transaction
+  committed, before any promised key destruction;
   `kill_during_destruction:<tool>` after the first of the call's promised key destructions
   is carried out and before the rest and the clearing of the promises (admission, withdraw,
   forget). The fired line is logged (and flushed) before the process dies.
@@ -46,9 +48,12 @@ ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
 PAUSE_BEFORE_COMMIT = "pause_before_commit"
 KILL_AFTER_KEY_WRITE = "kill_after_key_write"
+KILL_AFTER_STAGING = "kill_after_staging"
 KILL_AFTER_COMMIT = "kill_after_commit"
 KILL_DURING_DESTRUCTION = "kill_during_destruction"
-KILL_POINTS = frozenset({KILL_AFTER_KEY_WRITE, KILL_AFTER_COMMIT, KILL_DURING_DESTRUCTION})
+KILL_POINTS = frozenset(
+    {KILL_AFTER_KEY_WRITE, KILL_AFTER_STAGING, KILL_AFTER_COMMIT, KILL_DURING_DESTRUCTION}
+)
 FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT}) | KILL_POINTS
 PAUSE_LIMIT_S = 30.0
 MUTATING_TOOLS = frozenset(
@@ -152,6 +157,11 @@ class UnsafeFailpoints:
         """If armed for `tool`, SIGKILL this process (a new item key is durable, nothing
         committed)."""
         self._kill_if_armed(KILL_AFTER_KEY_WRITE, tool)
+
+    def kill_after_staging(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (an accepted record's index rows are
+        staged, its record row not committed)."""
+        self._kill_if_armed(KILL_AFTER_STAGING, tool)
 
     def kill_after_commit(self, tool: str) -> None:
         """If armed for `tool`, SIGKILL this process (committed, no key destroyed yet)."""

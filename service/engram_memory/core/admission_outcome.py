@@ -38,7 +38,7 @@ def conclude_admission(
     operation: str,
     fields: dict[str, JsonValue],
     sealed_record: bytes | None,
-    prepared_index: indexing.RecordIndex | None = None,
+    prepared_index: indexing.RecordIndex | indexing.StagedIndex | None = None,
 ) -> journal.JournalEvent:
     """Journal the accept or reject of a pending candidate, promote it on accept, end it.
 
@@ -86,12 +86,13 @@ def promote(
     record: dict[str, JsonValue],
     accept_cursor: int,
     sealed_record: bytes,
-    prepared_index: indexing.RecordIndex | None = None,
+    prepared_index: indexing.RecordIndex | indexing.StagedIndex | None = None,
 ) -> None:
     """Insert the accepted record, sealed under its own new key, and index it (SPEC §4.4).
 
     Shared by policy admission and host adjudication, so both promote identically; the index
-    entries are computed here unless the caller computed them before the transaction.
+    entries are computed here unless the caller computed them before the transaction, and
+    written here unless the caller staged them (`indexing.staged_index`: a `StagedIndex`).
     """
     record_id = str(record["record_id"])
     audit.targets(record_id)

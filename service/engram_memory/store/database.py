@@ -25,15 +25,17 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.contract.errors import EngramError
 from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,
-    OpenFailure,
     classify,
     describe_open_failure,
     diagnose_open,
 )
+from engram_memory.store.errors import CommitOutcomeUnknown as CommitOutcomeUnknown
+from engram_memory.store.errors import StoreCorrupt as StoreCorrupt
+from engram_memory.store.errors import StoreOpenFailed as StoreOpenFailed
+from engram_memory.store.errors import StoreUnavailable as StoreUnavailable
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
@@ -47,34 +49,6 @@ COMPACT_SUFFIX = ".compacting"  # store/compaction.py: the fresh copy, then the 
 RETIRED_SUFFIX = ".retired"
 _QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 log = logging.getLogger("engram_memory.store")
-
-
-class StoreUnavailable(EngramError):
-    """The store could not complete an operation; maps to STORE_UNAVAILABLE."""
-
-
-class CommitOutcomeUnknown(StoreUnavailable):
-    """COMMIT itself failed: the transaction may or may not be durable (MUTATION_OUTCOME_UNKNOWN).
-
-    Any failure before COMMIT rolls back and is a definite STORE_UNAVAILABLE instead.
-    """
-
-
-class StoreCorrupt(StoreUnavailable):
-    """The store file is damaged (checksum, header or fatal I/O error): JOURNAL_CORRUPT.
-
-    Not retriable. It is a `StoreUnavailable` so that every handler of store failures sees
-    it, but callers that pick a contract code must test for it first.
-    """
-
-
-class StoreOpenFailed(StoreUnavailable):
-    """The store file could not be opened; `line` says why in one operator line."""
-
-    def __init__(self, failure: OpenFailure, line: str) -> None:
-        super().__init__(line)
-        self.failure = failure
-        self.line = line
 
 
 def load_queries(package: str, filename: str) -> dict[str, str]:
@@ -322,6 +296,22 @@ class Database:
                     cursor.execute("ROLLBACK")
         finally:
             self._readers.release(cursor)
+
+    @contextmanager
+    def side_write(self) -> Iterator[Transaction]:
+        """A writing transaction NOT under the writer's lock, for rows no reader sees until a
+        writer transaction makes them visible (store/side_writes.py says what it may do).
+
+        Raises:
+            StoreCorrupt / StoreUnavailable: see `side_writes.side_transaction`.
+        """
+        from engram_memory.store.side_writes import side_transaction
+
+        if self._damaged:
+            raise StoreCorrupt("store stopped: file damaged")
+        generation, heads = self.heads()
+        with side_transaction(self, self._readers, heads, generation) as tx:
+            yield tx
 
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)

@@ -251,9 +251,10 @@ def index_document(
     record_id: str,
     field_lengths: Mapping[str, int],
     valid_t_end: int | None,
-    postings: PostingBatch,
+    postings: Sequence[PostingBatch],
 ) -> None:
-    """Index one record in one insert per table; terms are keyed hashes.
+    """Index one record: its document row, and one insert per batch of postings (terms are
+    keyed hashes).
 
     Raises:
         StoreUnavailable: the write failed.
@@ -262,10 +263,19 @@ def index_document(
         _Q["insert_document"],
         [scope_ref, record_id, json.dumps(dict(field_lengths), sort_keys=True), valid_t_end],
     )
-    if postings.count:
+    for batch in postings:
+        insert_postings(tx, scope_ref, record_id, batch)
+
+
+def insert_postings(tx: Transaction, scope_ref: str, record_id: str, batch: PostingBatch) -> None:
+    """One batch of a record's postings in one statement (its document row is written first).
+
+    Raises:
+        StoreUnavailable: the write failed.
+    """
+    if batch.count:
         tx.execute(
-            _Q["insert_postings"],
-            [scope_ref, postings.terms, record_id, postings.fields, postings.counts],
+            _Q["insert_postings"], [scope_ref, batch.terms, record_id, batch.fields, batch.counts]
         )
 
 

@@ -94,9 +94,12 @@ def request_admission(
         try:
             with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
                 sealed = key.seal(record)
-                output = _commit(
-                    ctx, audit, candidate, record, decision, outcome, mutation, sealed, prepared
-                )
+                assert prepared is not None  # computed above for every accept
+                # The postings commit on their own, outside the writer's lock (issue 7, item 6).
+                with indexing.staged_index(ctx, prepared) as staged:
+                    output = _commit(
+                        ctx, audit, candidate, record, decision, outcome, mutation, sealed, staged
+                    )
         except ToolError as error:
             replay = steps.replay_after_race(ctx, mutation, error)
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
@@ -116,7 +119,7 @@ def _commit(
     outcome: str,
     mutation: steps.MutationKey,
     sealed_record: bytes | None,
-    prepared: indexing.RecordIndex | None,
+    prepared: indexing.StagedIndex | None,
 ) -> dict[str, JsonValue]:
     """The admission's write transaction: the decision (if it ends the candidate), the
     idempotency result and the audit entry."""
@@ -181,7 +184,7 @@ def _commit_decision(
     outcome: str,
     mutation: steps.MutationKey,
     sealed_record: bytes | None,
-    prepared: indexing.RecordIndex | None,
+    prepared: indexing.StagedIndex | None,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
     event = conclude_admission(

@@ -1,0 +1,102 @@
+"""SIGKILL the real server between an admission's staging of its index rows and its accept
+transaction: the staged rows are left behind; the next start sweeps them before serving, and
+the retried admission indexes the record exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.demo import demo_capture_arguments
+from engram_memory.failpoints import KILL_AFTER_STAGING
+from engram_memory.store.database import Database
+from tests.faults.keys_support import ADMIT, ALICE, CAPTURE, Secrets, candidate_id, server_life
+
+pytestmark = pytest.mark.e2e
+
+SIGKILLED = -9
+ORPHANS = (
+    "SELECT count(*) FROM lexical_documents d WHERE NOT EXISTS (SELECT 1 FROM records r"
+    " WHERE r.scope_ref = d.scope_ref AND r.record_id = d.record_id)"
+)
+DOUBLES = (
+    "SELECT count(*) FROM (SELECT scope_ref, record_id, term_hash, field FROM lexical_postings"
+    " GROUP BY ALL HAVING count(*) > 1)"
+)
+
+
+@dataclass
+class Runs:
+    status: int = 0
+    fired: bool = False
+    orphans_after_crash: int = -1
+    orphans_after_restart: int = -1
+    retry: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    postings: int = -1
+    doubles: int = -1
+
+
+def _count(data_dir: Path, sql: str) -> int:
+    database = Database.open(data_dir, read_only=True)
+    try:
+        with database.reading() as tx:
+            row = tx.fetchone(sql)
+    finally:
+        database.close(checkpoint=False)
+    assert row is not None
+    return int(row[0])
+
+
+async def _run(data_dir: Path, secrets: Secrets, runs: Runs) -> None:
+    word = f"zq{uuid.uuid4().hex[:12]}"
+    capture = demo_capture_arguments(f"Refund {word} approved for order 4711.", "capture-" + word)
+    admit = {"candidate_id": candidate_id(capture["idempotency_key"]), "idempotency_key": word * 2}
+    async with server_life(data_dir, secrets, f"{KILL_AFTER_STAGING}:{ADMIT}") as life:
+        assert (await life.call(CAPTURE, capture))["ok"] is True
+        runs.status = await life.call_until_killed(ADMIT, admit)
+        runs.fired = any(f"fired: {KILL_AFTER_STAGING}".encode() in line for line in life.log)
+    runs.orphans_after_crash = _count(data_dir, ORPHANS)
+    async with server_life(data_dir, secrets):
+        pass  # started (and swept) only
+    runs.orphans_after_restart = _count(data_dir, ORPHANS)
+    async with server_life(data_dir, secrets) as life:
+        runs.retry = await life.call(ADMIT, admit)
+        runs.search = await life.call(
+            "engram_memory_search", {"query": word, "purpose_ref": ALICE.purpose_ref}
+        )
+    runs.postings = _count(data_dir, "SELECT count(*) FROM lexical_postings")
+    runs.doubles = _count(data_dir, DOUBLES)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    base = tmp_path_factory.mktemp("staging-crash")
+    secrets = Secrets(*init_host_dir(base / "secrets"))
+    recorded = Runs()
+    asyncio.run(_run(base / "data", secrets, recorded))
+    return recorded
+
+
+def test_a_crash_after_staging_leaves_rows_the_next_start_sweeps(runs: Runs) -> None:
+    assert runs.status == SIGKILLED
+    assert runs.fired
+    assert runs.orphans_after_crash == 1
+    assert runs.orphans_after_restart == 0
+
+
+def test_the_retried_admission_indexes_the_record_once(runs: Runs) -> None:
+    assert runs.retry["ok"] is True, runs.retry
+    assert runs.retry["output"]["value"]["outcome"]["status"] == "accepted"
+    record_id = runs.retry["output"]["value"]["outcome"]["record_id"]
+    assert runs.search["ok"] is True, runs.search
+    found = [p["record"]["record_id"] for p in runs.search["output"]["value"]["records"]]
+    assert found == [record_id]
+    assert runs.postings > 0
+    assert runs.doubles == 0
