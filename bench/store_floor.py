@@ -232,26 +232,43 @@ def main() -> int:
             "everything else ms": round(mean_ms - statement_ms - commit_ms, 1),
         }
     command = f"python -m bench.store_floor --rounds {args.rounds}"
-    print(
-        write_report(
-            "store_floor",
-            "The floor under the hot path: store engine, disk, policy engine, per-tool counts",
-            command,
-            {
-                "store engine": dict(engine_floor),
-                "disk and policy": dict(disk_policy),
-                "tools p50": dict(tools),
-            },
-            "ms",
-            Path(args.out),
-            extra={
-                "per call: where the time goes (means)": per_call,
-                "machine load before": load_before,
-                "machine load after": machine_load(),
-            },
-        )
+    report = write_report(
+        "store_floor",
+        "The floor under the hot path: store engine, disk, policy engine, per-tool counts",
+        command,
+        {
+            "store engine": dict(engine_floor),
+            "disk and policy": dict(disk_policy),
+            "tools p50": dict(tools),
+        },
+        "ms",
+        Path(args.out),
+        extra={
+            "per call: where the time goes (means)": per_call,
+            "machine load before": load_before,
+            "machine load after": machine_load(),
+        },
     )
+    table = _per_call_table(per_call)
+    markdown = Path(args.out) / "store_floor.md"
+    markdown.write_text(markdown.read_text() + "\n" + table)
+    print(report + "\n" + table)
     return 0
+
+
+def _per_call_table(per_call: dict[str, dict[str, float]]) -> str:
+    columns = list(next(iter(per_call.values())))
+    lines = [
+        "## Per call: where the time goes (means, ms unless counted)",
+        "",
+        "| tool | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    lines += [
+        f"| {tool} | " + " | ".join(str(row[c]) for c in columns) + " |"
+        for tool, row in per_call.items()
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.core.indexing import STAGE_FROM_POSTINGS
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import KILL_AFTER_STAGING
 from engram_memory.store.database import Database
@@ -56,7 +57,10 @@ def _count(data_dir: Path, sql: str) -> int:
 
 async def _run(data_dir: Path, secrets: Secrets, runs: Runs) -> None:
     word = f"zq{uuid.uuid4().hex[:12]}"
-    capture = demo_capture_arguments(f"Refund {word} approved for order 4711.", "capture-" + word)
+    # Enough distinct terms that the admission stages its index (indexing.STAGE_FROM_POSTINGS).
+    filler = " ".join(f"t{n:05d}" for n in range(STAGE_FROM_POSTINGS + 500))
+    text = f"Refund {word} approved for order 4711. {filler}"
+    capture = demo_capture_arguments(text, "capture-" + word)
     admit = {"candidate_id": candidate_id(capture["idempotency_key"]), "idempotency_key": word * 2}
     async with server_life(data_dir, secrets, f"{KILL_AFTER_STAGING}:{ADMIT}") as life:
         assert (await life.call(CAPTURE, capture))["ok"] is True

@@ -33,8 +33,9 @@ Rows = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
 
 @pytest.fixture(autouse=True)
 def _small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A short record then stages in several transactions, as a ~1 MiB one does.
+    # A short record then stages, in several transactions, as a ~1 MiB one does.
     monkeypatch.setattr(indexing, "POSTINGS_PER_BATCH", 4)
+    monkeypatch.setattr(indexing, "STAGE_FROM_POSTINGS", 1)
 
 
 def _rows(services: Services, record_id: str) -> Rows:
@@ -210,3 +211,27 @@ def test_start_up_sweeps_staged_rows_of_records_that_never_committed(
             assert sweep_orphan_index(tx) == 0  # nothing left: a read only
     finally:
         database.close()
+
+
+def _side_writes(services: Services, monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """Counts the side writes of `services`' store from here on (an observer only)."""
+    opened = [0]
+    inner = services.database.side_write
+
+    def counted() -> Any:
+        opened[0] += 1
+        return inner()
+
+    monkeypatch.setattr(services.database, "side_write", counted)
+    return lambda: opened[0]
+
+
+def test_a_small_record_is_indexed_in_the_accept_transaction_without_staging(
+    alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexing, "STAGE_FROM_POSTINGS", 10_000)
+    side_writes = _side_writes(services, monkeypatch)
+    candidate_id, record_id = _pending(alice, "Refund approved for a small record.")
+    assert value(admit(alice, candidate_id))["outcome"]["status"] == "accepted"
+    documents, postings = _rows(services, record_id)
+    assert (len(documents), bool(postings), side_writes()) == (1, True, 0)

@@ -119,7 +119,7 @@ def _commit(
     outcome: str,
     mutation: steps.MutationKey,
     sealed_record: bytes | None,
-    prepared: indexing.StagedIndex | None,
+    prepared: indexing.RecordIndex | indexing.StagedIndex | None,
 ) -> dict[str, JsonValue]:
     """The admission's write transaction: the decision (if it ends the candidate), the
     idempotency result and the audit entry."""
@@ -184,7 +184,7 @@ def _commit_decision(
     outcome: str,
     mutation: steps.MutationKey,
     sealed_record: bytes | None,
-    prepared: indexing.StagedIndex | None,
+    prepared: indexing.RecordIndex | indexing.StagedIndex | None,
 ) -> dict[str, JsonValue]:
     operation = "accept" if outcome == "accept" else "reject"
     event = conclude_admission(
