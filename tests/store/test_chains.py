@@ -90,16 +90,7 @@ def test_deleted_journal_event_is_a_gap(database: Database) -> None:
 
 
 def _audit(db: Database, n: int) -> None:
-    receipt = make_receipt(
-        policy_path="engram/authz/decision",
-        policy_input={"tool": "t"},
-        result={"allow": True, "reasons": ["r"]},
-        bundle_revision="rev",
-        bundle_digest="sha256:" + "0" * 64,
-        engine_id="test",
-        engine_version="1",
-        decided_at_ms=1,
-    )
+    receipt = _receipt("engram/authz/decision")
     with db.transaction() as tx:
         for i in range(n):
             audit.append(

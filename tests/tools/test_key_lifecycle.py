@@ -86,13 +86,19 @@ def test_accept_clears_the_candidate_body_and_destroys_its_key(
     assert _promised(services) == []
 
 
-def test_forget_also_destroys_the_key_of_the_candidate_the_record_came_from(
-    alice: Caller, services: Services
-) -> None:
+def _accepted_keeping_candidate_key(alice: Caller, services: Services) -> tuple[str, str, bytes]:
+    """(candidate id, record id, the candidate's key as it was before the accept shredded it)."""
     candidate_id = capture(alice)["candidate_id"]
     surviving = services.keys.get(SCOPE, candidate_id)
     assert surviving is not None
     record_id = value(admit(alice, candidate_id))["outcome"]["record_id"]
+    return candidate_id, record_id, surviving
+
+
+def test_forget_also_destroys_the_key_of_the_candidate_the_record_came_from(
+    alice: Caller, services: Services
+) -> None:
+    candidate_id, record_id, surviving = _accepted_keeping_candidate_key(alice, services)
     # The candidate key outlived the admission (as a crash before this fix could leave it).
     services.keys.put(SCOPE, candidate_id, surviving)
 
@@ -124,10 +130,7 @@ def test_forget_is_pending_while_a_key_that_opens_the_content_remains_and_a_repl
 def test_forget_after_an_accept_whose_candidate_key_resisted_keeps_one_promise_until_done(
     alice: Caller, services: Services
 ) -> None:
-    candidate_id = capture(alice)["candidate_id"]
-    surviving = services.keys.get(SCOPE, candidate_id)
-    assert surviving is not None
-    record_id = value(admit(alice, candidate_id))["outcome"]["record_id"]
+    candidate_id, record_id, surviving = _accepted_keeping_candidate_key(alice, services)
     services.database.settle_deferred()
     # As if the accept's destruction had failed: the key is back and still owed.
     services.keys.put(SCOPE, candidate_id, surviving)
