@@ -27,7 +27,8 @@ class _Entry:
     ctx: CallContext
     facts: AuditFacts
     done: threading.Event = field(default_factory=threading.Event)
-    written: bool = False
+    # The facts written (its outcome may have become gate_failed), or None if none were.
+    written: AuditFacts | None = None
     # Set when the previous leader hands the next batch to this caller.
     leads: bool = False
 
@@ -41,8 +42,10 @@ class AuditGroupWriter:
         self._waiting: list[_Entry] = []
         self._leading = False
 
-    def write(self, ctx: CallContext, facts: AuditFacts) -> bool:
-        """Append the entry of the call bound in `ctx` durably; False if it was not written."""
+    def write(self, ctx: CallContext, facts: AuditFacts) -> AuditFacts | None:
+        """Append the entry of the call bound in `ctx` durably; return the facts written (a
+        confirmation consumed meanwhile by another call turns them into gate_failed,
+        `steps.write_audits`), or None if the entry was not written."""
         entry = _Entry(ctx, facts)
         with self._state:
             self._waiting.append(entry)
@@ -59,8 +62,8 @@ class AuditGroupWriter:
         with self._state:
             batch, self._waiting = self._waiting, []
         written = self._commit(batch)
-        for entry in batch:
-            entry.written = written
+        for index, entry in enumerate(batch):
+            entry.written = None if written is None else written[index]
         with self._state:
             successor = self._waiting[0] if self._waiting else None
             if successor is None:
@@ -72,14 +75,14 @@ class AuditGroupWriter:
         if successor is not None:
             successor.done.set()
 
-    def _commit(self, batch: list[_Entry]) -> bool:
+    def _commit(self, batch: list[_Entry]) -> list[AuditFacts] | None:
         try:
             with self._database.transaction() as tx:
-                steps.write_audits(tx, [(entry.ctx, entry.facts) for entry in batch])
+                written = steps.write_audits(tx, [(entry.ctx, entry.facts) for entry in batch])
         except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
             # StoreUnavailable is the expected case; anything else must not strand followers.
             if not isinstance(exc, StoreUnavailable):
                 log.error("unexpected %s in the audit group commit", type(exc).__name__)
             log.error("audit write failed entries=%d", len(batch))
-            return False
-        return True
+            return None
+        return written

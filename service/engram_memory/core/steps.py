@@ -279,19 +279,39 @@ def write_audits(
     entries: Sequence[tuple[CallContext, AuditFacts]],
     *,
     spend_confirmations: bool = True,
-) -> None:
+) -> list[AuditFacts]:
     """Append the entries of several calls in order, in `tx`, with two statements (a group
-    commit), and spend the confirmations their gates passed (unless the caller did).
+    commit), spending the confirmation each call's gate passed (unless the caller did).
+
+    A confirmation is single use (SPEC §7): an entry whose confirmation another call consumed
+    since its gate passed (or an earlier entry of this group did) is written, and returned, as
+    `gate_failed` instead of its outcome. Returns the facts written, in order.
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
-    audit.append_all(tx, [_audit_record(ctx, facts) for ctx, facts in entries])
+    written: list[AuditFacts] = []
+    spent: set[str] = set()
     for ctx, facts in entries:
-        if spend_confirmations and facts.confirmation is not None:
-            memory.spend_confirmation(
-                tx, facts.confirmation.jti, ctx.scope_ref, ctx.tool, ctx.now_ms
-            )
+        spend = facts.confirmation if spend_confirmations else None
+        if spend is not None:
+            if spend.jti in spent or memory.confirmation_used(
+                tx, spend.jti, unused_at=spend.unused_at
+            ):
+                facts = replace(
+                    facts,
+                    outcome=ErrorCode.gate_failed.name,
+                    detail="confirmation already used",
+                    confirmation=None,
+                )
+            else:
+                memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
+                spent.add(spend.jti)
+        written.append(facts)
+    audit.append_all(
+        tx, [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
+    )
+    return written
 
 
 def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:

@@ -365,10 +365,3 @@ def consume_confirmation(tx: Transaction, jti: str, scope_ref: str, tool: str, n
     """Consume confirmation `jti`, found unused in this transaction (`confirmation_used`)."""
     tx.execute(_Q["consume_confirmation"], [jti, scope_ref, tool, now_ms])
     tx.wrote_key("confirmation\0" + jti)
-
-
-def spend_confirmation(tx: Transaction, jti: str, scope_ref: str, tool: str, now_ms: int) -> None:
-    """Consume confirmation `jti` (a no-op if already consumed: a call that was refused, or
-    replayed its first result, only makes sure the approval cannot be used again)."""
-    tx.execute(_Q["spend_confirmation"], [jti, scope_ref, tool, now_ms])
-    tx.wrote_key("confirmation\0" + jti)

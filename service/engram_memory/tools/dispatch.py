@@ -37,7 +37,7 @@ from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
 from engram_memory.core.audit_writer import AuditGroupWriter
-from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
@@ -145,12 +145,16 @@ class MemoryService:
             # Audited when possible; the refusal stands either way.
             self._audit(ctx, outcome)
             raise outcome.error
-        if not self._audit(ctx, outcome):
+        written = self._audit(ctx, outcome)
+        if written is None:
             # No audit entry, no answer: an unaudited success must not reach the agent.
             # A damaged store file is not retriable (store/database.py fail-stop).
             damaged = self.services.database.damaged
             code = ErrorCode.JOURNAL_CORRUPT if damaged else ErrorCode.STORE_UNAVAILABLE
             return failure_envelope(code, invocation.audit_id)
+        if written.outcome != outcome.facts.outcome:
+            # Its confirmation was consumed by another call first (steps.write_audits).
+            return failure_envelope(ErrorCode.gate_failed, invocation.audit_id)
         if outcome.error is not None:
             return failure_envelope(outcome.error.code, invocation.audit_id)
         assert outcome.value is not None
@@ -161,15 +165,15 @@ class MemoryService:
             return failure_envelope(ErrorCode.MUTATION_OUTCOME_UNKNOWN, invocation.audit_id)
         return success_envelope(outcome.value, invocation.audit_id)
 
-    def _audit(self, ctx: CallContext, outcome: ToolOutcome) -> bool:
+    def _audit(self, ctx: CallContext, outcome: ToolOutcome) -> AuditFacts | None:
         """Write the outcome's entry unless the tool wrote it in its own write transaction;
-        False if the entry failed."""
+        return the facts of the call's entry, or None if it failed."""
         if outcome.written_in_tx:
-            return True
-        if self._audits.write(ctx, outcome.facts):
-            return True
-        log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome.facts.outcome)
-        return False
+            return outcome.facts
+        written = self._audits.write(ctx, outcome.facts)
+        if written is None:
+            log.error("audit write failed tool=%s outcome=%s", ctx.tool, outcome.facts.outcome)
+        return written
 
     def _run(self, ctx: CallContext, audit: CallAudit, request: CallRequest) -> ToolOutcome:
         """The call from visibility to its result; every failure becomes a failed outcome

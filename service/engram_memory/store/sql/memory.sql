@@ -91,12 +91,10 @@ INSERT INTO idempotency (scope_ref, principal_ref, key_digest, tool, operation_d
 VALUES (?, ?, ?, ?, ?, 'completed', ?, ?);
 
 -- name: consume_confirmation
--- After the writer checked it unused in this transaction (ON CONFLICT costs 3x the insert).
+-- After the writer checked it unused in this transaction (steps.write_audits).
 INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?);
 
--- name: spend_confirmation
-INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms) VALUES (?, ?, ?, ?)
-ON CONFLICT DO NOTHING;
+
 
 -- name: confirmation_used
 SELECT count(*) FROM consumed_confirmations WHERE jti = ?;
