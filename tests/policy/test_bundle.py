@@ -20,12 +20,14 @@ from engram_memory.policy.bundle import (
     build_bundle,
     collect_sources,
     compute_identity,
-    default_bundle_dir,
-    default_bundle_is_current,
     load_bundle_identity,
     read_tarball,
     verify_bundle,
     write_tarball,
+)
+from engram_memory.policy.default_bundle import (
+    default_bundle_dir,
+    default_bundle_is_current,
 )
 from engram_memory.policy.engine import BundleIdentity
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR

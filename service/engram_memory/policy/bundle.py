@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import io
 import json
-import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -53,7 +52,6 @@ DATA_FILE = "data.json"
 LOCK_FORMAT = "engram-policy-bundle-lock/1"
 DEFAULT_LABEL = "engram-default"
 DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parent / "_bundle"
-_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 Progress = Callable[[str], None]
 
@@ -331,80 +329,3 @@ def bundle_data(bundle_dir: Path | str) -> bytes:
     if DATA_FILE not in files:
         raise BundleError(f"{bundle_dir}: bundle has no {DATA_FILE}")
     return files[DATA_FILE]
-
-
-def default_bundle_dir() -> Path:
-    """The bundle directory shipped inside the package (`policy/_bundle/`)."""
-    return DEFAULT_BUNDLE_DIR
-
-
-def default_sources() -> tuple[Path, Path]:
-    """`rego/` and `policies/` of the source checkout this package runs from.
-
-    Raises:
-        BundleError: not running from a source checkout (e.g. a wheel install).
-    """
-    rego, policies = _REPO_ROOT / "rego", _REPO_ROOT / "policies"
-    if not rego.is_dir() or not policies.is_dir():
-        raise BundleError("rego/ and policies/ sources are not available (installed package?)")
-    return rego, policies
-
-
-def default_bundle_is_current(
-    rego_dir: Path | str | None = None,
-    policies_dir: Path | str | None = None,
-    bundle_dir: Path | str = DEFAULT_BUNDLE_DIR,
-) -> bool:
-    """Whether the shipped bundle's lock matches a fresh digest of the sources (pure Python).
-
-    Raises:
-        BundleError: sources or lock unavailable.
-        PolicyDataError: the policy data is invalid.
-    """
-    if rego_dir is None or policies_dir is None:
-        rego_dir, policies_dir = default_sources()
-    shipped = load_bundle_identity(bundle_dir)
-    fresh = compute_identity(rego_dir, policies_dir, label=shipped.label)
-    return fresh == shipped
-
-
-def shipped_bundle_differs(
-    *, opa_bin: Path | str | None = None, progress: Progress | None = None
-) -> list[str]:
-    """Rebuild from the checkout's sources with the pinned OPA and compare byte for byte.
-
-    Returns the names of shipped files that differ (empty: the shipped bundle, its Wasm
-    included, is exactly what the sources produce).
-
-    Raises:
-        BundleError, PolicyDataError, OpaBinaryNotFound: as `build_bundle`.
-    """
-    rego, policies = default_sources()
-    with tempfile.TemporaryDirectory(prefix="engram-bundle-check-") as tmp:
-        build_bundle(rego, policies, tmp, label=DEFAULT_LABEL, opa_bin=opa_bin, progress=progress)
-        return [
-            name
-            for name in (BUNDLE_FILE, WASM_FILE, LOCK_FILE)
-            if (Path(tmp) / name).read_bytes() != (DEFAULT_BUNDLE_DIR / name).read_bytes()
-        ]
-
-
-def build_default_bundle(
-    *, opa_bin: Path | str | None = None, progress: Progress | None = None
-) -> BundleIdentity:
-    """Rebuild the bundle shipped as package data from the checkout's `rego/` + `policies/`
-    (what `engram-memory policy build` does without arguments).
-
-    Raises:
-        BundleError, PolicyDataError, OpaBinaryNotFound: as `build_bundle`.
-    """
-    rego, policies = default_sources()
-    with tempfile.TemporaryDirectory(prefix="engram-default-bundle-") as tmp:
-        identity = build_bundle(
-            rego, policies, tmp, label=DEFAULT_LABEL, opa_bin=opa_bin, progress=progress
-        )
-        verify_bundle(tmp)
-        DEFAULT_BUNDLE_DIR.mkdir(parents=True, exist_ok=True)
-        for name in (BUNDLE_FILE, WASM_FILE, LOCK_FILE):
-            shutil.copyfile(Path(tmp) / name, DEFAULT_BUNDLE_DIR / name)
-    return identity

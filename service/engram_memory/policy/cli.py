@@ -16,12 +16,14 @@ from engram_memory.policy.bundle import (
     DEFAULT_BUNDLE_DIR,
     DEFAULT_LABEL,
     build_bundle,
-    build_default_bundle,
-    default_bundle_is_current,
-    shipped_bundle_differs,
     verify_bundle,
 )
 from engram_memory.policy.data import load_policies
+from engram_memory.policy.default_bundle import (
+    build_default_bundle,
+    default_bundle_is_current,
+    shipped_bundle_differs,
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
