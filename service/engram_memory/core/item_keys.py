@@ -166,5 +166,5 @@ def keys_of_record(ctx: CallContext, record_id: str) -> list[str]:
         StoreUnavailable: the store cannot be read.
     """
     with ctx.services.database.reading() as tx:
-        source = key_intents.candidate_of_record(tx, ctx.scope_ref, record_id)
-    return [*([] if source is None else [source]), record_id]
+        source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)
+    return [*([] if source is None else [source[0]]), record_id]

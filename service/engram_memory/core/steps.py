@@ -253,13 +253,10 @@ def audit_in_transaction(
             back; the entry point still audits the failure).
     """
     facts = audit.facts(outcome, detail)
-    spend = facts.confirmation
-    # Writes are serialized: a confirmation consumed since the gate's snapshot is found here.
-    if spend is not None:
-        if memory.confirmation_used(tx, spend.jti, unused_at=spend.unused_at):
-            raise ToolError(ErrorCode.gate_failed, "confirmation already used")
-        memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
-    write_audits(tx, [(ctx, facts)], spend_confirmations=False)
+    (written,) = write_audits(tx, [(ctx, facts)])
+    if written.outcome != facts.outcome:
+        # Its confirmation was consumed since the gate's snapshot: nothing of this commits.
+        raise ToolError(ErrorCode.gate_failed, "confirmation already used")
     audit.wrote(facts)
     return facts
 
@@ -275,13 +272,10 @@ def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
 
 
 def write_audits(
-    tx: Transaction,
-    entries: Sequence[tuple[CallContext, AuditFacts]],
-    *,
-    spend_confirmations: bool = True,
+    tx: Transaction, entries: Sequence[tuple[CallContext, AuditFacts]]
 ) -> list[AuditFacts]:
     """Append the entries of several calls in order, in `tx`, with two statements (a group
-    commit), spending the confirmation each call's gate passed (unless the caller did).
+    commit), spending the confirmation each call's gate passed.
 
     A confirmation is single use (SPEC §7): an entry whose confirmation another call consumed
     since its gate passed (or an earlier entry of this group did) is written, and returned, as
@@ -293,7 +287,7 @@ def write_audits(
     written: list[AuditFacts] = []
     spent: set[str] = set()
     for ctx, facts in entries:
-        spend = facts.confirmation if spend_confirmations else None
+        spend = facts.confirmation
         if spend is not None:
             if spend.jti in spent or memory.confirmation_used(
                 tx, spend.jti, unused_at=spend.unused_at

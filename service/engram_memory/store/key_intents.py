@@ -67,12 +67,6 @@ def clear_candidate_body(tx: Transaction, scope_ref: str, candidate_id: str) -> 
     tx.execute(_Q["clear_candidate_body"], [scope_ref, candidate_id])
 
 
-def candidate_of_record(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
-    """The candidate a record was promoted from (its key could open the same content)."""
-    row = tx.fetchone(_Q["candidate_of_record"], [scope_ref, record_id])
-    return None if row is None else str(row[0])
-
-
 def source_of_record(tx: Transaction, scope_ref: str, record_id: str) -> tuple[str, bool] | None:
     """(the candidate a record was promoted from, whether that candidate's key destruction is
     still promised), or None for a record without one."""

@@ -22,9 +22,6 @@ DELETE FROM key_destructions WHERE scope_ref = ? AND list_contains(?, item_id);
 -- name: clear_candidate_body
 UPDATE candidates SET sealed_body = NULL WHERE scope_ref = ? AND candidate_id = ?;
 
--- name: candidate_of_record
-SELECT candidate_id FROM records WHERE scope_ref = ? AND record_id = ?;
-
 -- name: source_of_record
 -- The record's source candidate, and whether its key's destruction is still promised.
 SELECT r.candidate_id,
