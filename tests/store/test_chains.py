@@ -89,26 +89,29 @@ def test_deleted_journal_event_is_a_gap(database: Database) -> None:
         journal.verify_scope(tx, "s")
 
 
+def _record(
+    audit_id: str, scope_ref: str, receipts: tuple[DecisionReceipt, ...]
+) -> audit.AuditRecord:
+    return audit.AuditRecord(
+        recorded_at="2026-01-01T00:00:00.000Z",
+        audit_id=audit_id,
+        scope_ref=scope_ref,
+        principal_ref="p",
+        agent_ref="g",
+        session_ref="x",
+        tool="t",
+        outcome="ok",
+        bundle_digest="d",
+        bundle_revision="r",
+        receipts=receipts,
+    )
+
+
 def _audit(db: Database, n: int) -> None:
     receipt = _receipt("engram/authz/decision")
     with db.transaction() as tx:
         for i in range(n):
-            audit.append(
-                tx,
-                audit.AuditRecord(
-                    recorded_at="2026-01-01T00:00:00.000Z",
-                    audit_id=f"a{i}",
-                    scope_ref="s",
-                    principal_ref="p",
-                    agent_ref="g",
-                    session_ref="x",
-                    tool="t",
-                    outcome="ok",
-                    bundle_digest="d",
-                    bundle_revision="r",
-                    receipts=(receipt,) if i == 0 else (),
-                ),
-            )
+            audit.append(tx, _record(f"a{i}", "s", (receipt,) if i == 0 else ()))
 
 
 def test_audit_chain_and_receipts_verify(database: Database) -> None:
@@ -152,19 +155,7 @@ def test_a_group_of_entries_chains_in_order_and_each_keeps_its_own_receipts(
 ) -> None:
     _audit(database, 1)
     records = [
-        audit.AuditRecord(
-            recorded_at="2026-01-01T00:00:00.000Z",
-            audit_id=f"group{i}",
-            scope_ref=f"s{i}",
-            principal_ref="p",
-            agent_ref="g",
-            session_ref="x",
-            tool="t",
-            outcome="ok",
-            bundle_digest="d",
-            bundle_revision="r",
-            receipts=tuple(_receipt(f"engram/p{i}/{k}") for k in range(i)),
-        )
+        _record(f"group{i}", f"s{i}", tuple(_receipt(f"engram/p{i}/{k}") for k in range(i)))
         for i in range(4)
     ]
     with database.transaction() as tx:
