@@ -17,6 +17,7 @@ import pytest
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation
@@ -94,6 +95,7 @@ def services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
         root_key=RootKey(os.urandom(32)),
         host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
         settings=ServiceSettings(host_memory_enabled=True),
+        search_index=follow_store(database),
     )
     database.close()
 

@@ -15,6 +15,7 @@ from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError, StoreDamaged
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
 from engram_memory.host.keys import HostKeyring
@@ -102,6 +103,7 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
             keys = _settled_keys(database, config, grace_s)
+            search_index = follow_store(database)
             yield MemoryService(
                 Services(
                     database=database,
@@ -111,9 +113,11 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
                     host_keys=host_keys,
                     settings=ServiceSettings(host_memory_enabled=config.memory_enabled),
                     clock_ms=_clock_ms,
+                    search_index=search_index,
                 )
             )
         finally:
+            database.index_commits.follow(None)
             database.close()
 
 

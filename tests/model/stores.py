@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
@@ -70,14 +71,16 @@ class Stores:
     def _open(self) -> Services:
         self.opened += 1
         data = self._root / f"store-{self.opened}"
+        database = Database.open(data)
         return Services(
-            database=Database.open(data),
+            database=database,
             keys=KeyStore(data / KEYS_DIRECTORY),
             decider=PolicyDecider(self._engine, self._engine.identity, self.clock),
             root_key=RootKey(os.urandom(32)),
             host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
             settings=ServiceSettings(host_memory_enabled=True),
             clock_ms=self.clock,
+            search_index=follow_store(database),
         )
 
     def _close_current(self) -> None:

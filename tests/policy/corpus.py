@@ -169,7 +169,7 @@ def _retention_variants() -> list[dict[str, Any]]:
 
 def generate_corpus(seed: int = 20260101) -> list[tuple[str, dict[str, Any]]]:
     """(domain, input) pairs; the same seed always gives the same corpus."""
-    rng = random.Random(seed)  # noqa: S311 - reproducible sampling, not security
+    rng = random.Random(seed)
     subjects = _subjects()
     corpus: list[tuple[str, dict[str, Any]]] = []
     for subject, host in itertools.product(subjects, [True, False]):

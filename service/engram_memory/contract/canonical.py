@@ -31,6 +31,8 @@ def nfc(text: str) -> str:
     Raises:
         NonCanonicalValue: the string holds an unpaired surrogate.
     """
+    if text.isascii():
+        return text  # ASCII is NFC and holds no surrogate (ids, digests, refs: most strings)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -107,7 +109,8 @@ def _same_as_sorted_json(value: JsonValue) -> bool:
             for key, item in value.items()
         )
     if isinstance(value, list):
-        return all(_same_as_sorted_json(item) for item in value)
+        # Strings first without a call: ranked id lists hold thousands of them.
+        return all(type(item) is str or _same_as_sorted_json(item) for item in value)
     return False
 
 

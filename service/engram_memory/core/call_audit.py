@@ -54,6 +54,7 @@ class CallAudit:
         self._idempotency_key_digest = ""
         self._confirmation: ConfirmationSpend | None = None
         self._written: AuditFacts | None = None
+        self._detail = ""
 
     def decided(self, decision: Decision) -> Decision:
         """Keep a decision so its receipt lands in this call's audit entry."""
@@ -62,6 +63,11 @@ class CallAudit:
 
     def targets(self, item_id: str) -> None:
         self._target_ids.append(item_id)
+
+    def noted(self, detail: str) -> None:
+        """A fact about the call's outcome worth the entry (no content, ids or secrets):
+        recorded with its outcome unless that carries a detail of its own."""
+        self._detail = detail
 
     def keyed(self, idempotency_key_digest: str) -> None:
         self._idempotency_key_digest = idempotency_key_digest
@@ -90,7 +96,7 @@ class CallAudit:
         """The facts as they stand now, for an entry with `outcome`."""
         return AuditFacts(
             outcome=outcome,
-            detail=detail,
+            detail=detail or self._detail,
             decisions=tuple(self._decisions),
             target_ids=tuple(self._target_ids),
             idempotency_key_digest=self._idempotency_key_digest,

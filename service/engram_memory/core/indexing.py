@@ -16,6 +16,7 @@ from engram_memory.core.runtime import CallContext
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
 from engram_memory.store import memory, side_writes
 from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
+from engram_memory.store.index_changes import DocumentIndexed, PostingBatch
 
 log = logging.getLogger("engram_memory.index")
 
@@ -36,7 +37,7 @@ class RecordIndex:
     record_id: str
     field_lengths: dict[str, int]
     valid_t_end: int | None
-    postings: tuple[memory.PostingBatch, ...]  # at most POSTINGS_PER_BATCH each
+    postings: tuple[PostingBatch, ...]  # at most POSTINGS_PER_BATCH each
 
 
 # Staging commits each batch on its own (`staged_index`). DuckDB serializes COMMITs, so the
@@ -71,9 +72,11 @@ def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
 @dataclass(frozen=True)
 class StagedIndex:
     """A record's index entries, already committed by `staged_index` (invisible until the
-    record row commits): the accept transaction writes none."""
+    record row commits): the accept transaction writes none, but hands `entries` to the
+    in-process search index when it commits."""
 
     record_id: str
+    entries: RecordIndex
 
 
 @contextmanager
@@ -109,7 +112,7 @@ def staged_index(ctx: CallContext, prepared: RecordIndex) -> Iterator[StagedInde
             with database.side_write() as tx:
                 memory.insert_postings(tx, ctx.scope_ref, prepared.record_id, batch)
         ctx.services.settings.failpoints.kill_after_staging(ctx.tool)
-        yield StagedIndex(prepared.record_id)
+        yield StagedIndex(prepared.record_id, prepared)
     except CommitOutcomeUnknown:
         unknown = True
         raise
@@ -141,6 +144,12 @@ def index_record(
     if isinstance(prepared, StagedIndex):
         if prepared.record_id != str(record["record_id"]):
             raise ValueError("the staged index belongs to another record")
+        entries = prepared.entries
+        tx.note_index_change(
+            DocumentIndexed(
+                ctx.scope_ref, entries.record_id, entries.field_lengths, entries.postings
+            )
+        )
         return
     entries = record_index(ctx, record) if prepared is None else prepared
     _store(tx, ctx, entries, entries.postings)
@@ -150,7 +159,7 @@ def _store(
     tx: Transaction,
     ctx: CallContext,
     entries: RecordIndex,
-    batches: Sequence[memory.PostingBatch],
+    batches: Sequence[PostingBatch],
 ) -> None:
     memory.index_document(
         tx, ctx.scope_ref, entries.record_id, entries.field_lengths, entries.valid_t_end, batches

@@ -15,6 +15,7 @@ from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.core.rate_limits import RateLimiter
+from engram_memory.core.search_index import SearchIndex
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.failpoints import UnsafeFailpoints
@@ -45,6 +46,8 @@ class Services:
     settings: ServiceSettings = field(default_factory=ServiceSettings)
     clock_ms: Callable[[], int] = field(default=lambda: time.time_ns() // 1_000_000)
     rate_limiter: RateLimiter = field(default_factory=RateLimiter)
+    # The in-process lexical index following the store (None: search reads the store).
+    search_index: SearchIndex | None = None
 
 
 @dataclass(frozen=True)

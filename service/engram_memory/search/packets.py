@@ -54,7 +54,7 @@ def packet_cost(packet: Mapping[str, JsonValue]) -> int:
 
 
 def take_page(
-    packets: Iterable[Mapping[str, JsonValue]],
+    packets: Iterable[Mapping[str, JsonValue] | None],
     *,
     offset: int,
     total: int,
@@ -64,9 +64,10 @@ def take_page(
     """Fill one page from the packets of ranks `offset + 1 …`, in order.
 
     `packets` may be lazy: at most `limit` packets are drawn (one more is never needed), so
-    the caller materializes only what the page can use. `total` is the length of the whole
-    revalidated list. Returns the page and the offset of the next page, or None when
-    nothing remains.
+    the caller materializes only what the page can use. A None in their place is a record
+    that dropped out when its page was materialized: it takes its rank and its place in the
+    page's `limit`, and nothing back-fills it. `total` is the length of the whole ranked
+    list. Returns the page and the offset of the next page, or None when nothing remains.
 
     Raises:
         ToolError: `PROJECTION_OVERSIZED` if the first packet alone exceeds the budget;
@@ -79,18 +80,24 @@ def take_page(
         raise ValueError("page bounds are out of range")
     page: list[dict[str, JsonValue]] = []
     used = 0
+    taken = 0  # ranks consumed, dropped ones included
     wanted = min(limit, total - offset)
     iterator = iter(packets)
-    while len(page) < wanted:
-        packet = next(iterator, None)
+    while taken < wanted:
+        try:
+            packet = next(iterator)
+        except StopIteration:
+            raise ToolError(ErrorCode.PROJECTION_STALE, "fewer packets than ranked ids") from None
         if packet is None:
-            raise ToolError(ErrorCode.PROJECTION_STALE, "fewer packets than ranked ids")
+            taken += 1
+            continue
         cost = packet_cost(packet)
         if used + cost > budget:
             if not page:
                 raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "first packet over budget")
             break
         used += cost
+        taken += 1
         page.append(dict(packet))
-    next_offset = offset + len(page)
+    next_offset = offset + taken
     return page, (next_offset if next_offset < total else None)

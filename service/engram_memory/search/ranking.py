@@ -127,7 +127,7 @@ def recency(valid_as_of: int, valid_time_t_end: int | None) -> float:
     return math.exp((-LN2 * age) / HALF_LIFE_MS)
 
 
-def _average_lengths(n: int, totals: Mapping[str, int]) -> dict[str, float]:
+def average_lengths(n: int, totals: Mapping[str, int]) -> dict[str, float]:
     # "1 if 0": an empty field everywhere (or an empty E) must not divide by zero.
     return {name: (totals[name] / n if n > 0 else 0.0) or 1.0 for name in FIELD_NAMES}
 
@@ -230,7 +230,7 @@ def rank(
         term: sum(1 for document in documents if document.terms.contains(term)) for term in terms
     }
     weighted = _idf_by_term(n, terms, dfs)
-    avg = _average_lengths(n, totals)
+    avg = average_lengths(n, totals)
     scored = [(document, _bm25(document.terms, weighted, avg)) for document in documents]
     return _fuse(((document, bm25) for document, bm25 in scored if bm25 > 0), valid_as_of)
 
@@ -273,6 +273,6 @@ def rank_from_statistics(
     _check_statistics(statistics, postings, terms)
     n = statistics.document_count
     weighted = _idf_by_term(n, terms, statistics.document_frequencies)
-    avg = _average_lengths(n, statistics.field_token_totals)
+    avg = average_lengths(n, statistics.field_token_totals)
     scored = ((posting, _bm25(posting.terms, weighted, avg)) for posting in postings)
     return _fuse(((posting, bm25) for posting, bm25 in scored if bm25 > 0), valid_as_of)

@@ -108,19 +108,23 @@ def build_rank_receipt(
     profile_version: str = PROFILE_VERSION,
     scoring_formula_ref: str = SCORING_FORMULA_REF,
     config_digest: str | None = None,
+    ordered_digest: str | None = None,
 ) -> dict[str, JsonValue]:
     """Assemble the rank receipt and seal it with `receipt_digest` (`rank-receipt`).
 
     `candidate_ids` is the ranked list before revalidation, `ordered_ids` the revalidated
-    list; `config_digest` defaults to the offline profile's configuration digest.
+    list; `config_digest` defaults to the offline profile's configuration digest;
+    `ordered_digest`, when the caller computed `ordered_ids_digest(ordered_ids)` already.
 
     Raises:
         ValueError: `ordered_ids` is not a subsequence of `candidate_ids` (revalidation may
             only drop ids, never add or reorder them).
         NonCanonicalValue: a value is not canonical JSON.
     """
-    if not _is_subsequence(ordered_ids, candidate_ids):
+    same = ordered_ids is candidate_ids  # nothing dropped: one list, one check less
+    if not same and not _is_subsequence(ordered_ids, candidate_ids):
         raise ValueError("revalidated ids must be a subsequence of the candidates")
+    ordered = ordered_ids_digest(ordered_ids) if ordered_digest is None else ordered_digest
     body: dict[str, Any] = {
         "request_digest": request_digest(
             params, profile=profile, valid_as_of=valid_as_of, system_as_of=system_as_of
@@ -136,7 +140,7 @@ def build_rank_receipt(
         "candidate_count": len(candidate_ids),
         "candidate_ids_digest": candidate_ids_digest(candidate_ids),
         "scoring_formula_ref": scoring_formula_ref,
-        "ordered_ids_digest": ordered_ids_digest(ordered_ids),
+        "ordered_ids_digest": ordered,
         "revalidation_receipt_digest": revalidation_receipt_digest,
         "projection_receipt_digests": list(projection_receipt_digests),
         "issued_at": issued_at,

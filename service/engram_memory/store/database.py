@@ -37,6 +37,7 @@ from engram_memory.store.errors import StoreCorrupt as StoreCorrupt
 from engram_memory.store.errors import StoreOpenFailed as StoreOpenFailed
 from engram_memory.store.errors import StoreUnavailable as StoreUnavailable
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
+from engram_memory.store.index_changes import IndexCommits
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
@@ -82,6 +83,8 @@ class Database:
         self._damaged = False
         # Tidying statements for the next write transaction (store/deferred.py).
         self.deferred = DeferredWork()
+        # Hands committed index changes to the search index (store/index_changes.py).
+        self.index_commits = IndexCommits()
 
     @property
     def damaged(self) -> bool:
@@ -246,6 +249,8 @@ class Database:
                 with suppress(duckdb.Error):
                     self._connection.execute("ROLLBACK")
                 raise
+            changes = tx.index_changes()
+            self.index_commits.begin(changes)
             try:
                 self._connection.execute("COMMIT")
             except duckdb.Error as exc:
@@ -253,10 +258,13 @@ class Database:
                 failure = self.driver_failure(exc, "commit failed")
                 if type(failure) is StoreUnavailable and classify(exc) is DriverFailure.NO_SPACE:
                     # DuckDB rolls the transaction back when its WAL cannot be written.
+                    self.index_commits.end(changes, "rolled_back")
                     raise failure from exc
+                self.index_commits.end(changes, "unknown")
                 if isinstance(failure, StoreCorrupt):
                     raise failure from exc
                 raise CommitOutcomeUnknown("commit failed") from exc
+            self.index_commits.end(changes, "committed")
             if tx.wrote:
                 self._commits.count = self.commits_on_this_thread() + 1
             generation = self._published.publish(*tx.moved_heads(), tx.written_keys())

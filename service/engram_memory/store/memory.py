@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.index_changes import (
+    DocumentIndexed,
+    DocumentPurged,
+    PostingBatch,
+    RecordAdmitted,
+    RecordStateSet,
+)
 
 _Q = load_queries("engram_memory.store.sql", "memory.sql")
 
@@ -148,6 +155,17 @@ def insert_record(
             now_ms,
         ],
     )
+    tx.note_index_change(
+        RecordAdmitted(
+            scope_ref,
+            row.record_id,
+            accept_cursor=row.accept_cursor,
+            recorded_cursor=row.recorded_cursor,
+            valid_t=row.valid_t,
+            valid_t_end=row.valid_t_end,
+            expires_at_ms=row.expires_at_ms,
+        )
+    )
 
 
 def _record_row(row: tuple[Any, ...]) -> RecordRow:
@@ -179,6 +197,18 @@ def get_records(tx: Transaction, scope_ref: str, record_ids: Sequence[str]) -> d
     return {str(row[0]): _record_row(row) for row in rows}
 
 
+def get_records_by_id(
+    tx: Transaction, scope_ref: str, record_ids: Sequence[str]
+) -> dict[str, RecordRow]:
+    """Rows of a few ids (a search page) in this scope, by index lookups: an `IN` list of
+    constants is served by the `record_id` index, a list parameter would scan the table."""
+    if not record_ids:
+        return {}
+    placeholders = ", ".join("?" for _ in record_ids)
+    rows = tx.fetchall(_Q["get_records_by_id"].replace("$ids", placeholders), list(record_ids))
+    return {str(row[0]): _record_row(row) for row in rows if row[11] == scope_ref}
+
+
 def set_record_state(
     tx: Transaction,
     scope_ref: str,
@@ -188,6 +218,7 @@ def set_record_state(
     successor_id: str | None = None,
 ) -> None:
     tx.execute(_Q["set_record_state"], [state, successor_id, now_ms, scope_ref, record_id])
+    tx.note_index_change(RecordStateSet(scope_ref, record_id, state))
 
 
 def successor_of(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
@@ -202,6 +233,7 @@ def expired_record_ids(tx: Transaction, scope_ref: str, now_ms: int) -> list[str
 
 def tombstone_record(tx: Transaction, scope_ref: str, record_id: str, now_ms: int) -> None:
     tx.execute(_Q["tombstone_record"], [now_ms, scope_ref, record_id])
+    tx.note_index_change(RecordStateSet(scope_ref, record_id, "tombstoned"))
 
 
 def matches_tombstoned_content(
@@ -212,16 +244,6 @@ def matches_tombstoned_content(
 
 
 # -- blind lexical index --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PostingBatch:
-    """A record's postings as the one insert statement binds them (see `posting_batch`)."""
-
-    count: int
-    terms: str
-    fields: str
-    counts: str
 
 
 def posting_batch(postings: Sequence[tuple[str, str, int]]) -> PostingBatch:
@@ -265,6 +287,9 @@ def index_document(
     )
     for batch in postings:
         insert_postings(tx, scope_ref, record_id, batch)
+    tx.note_index_change(
+        DocumentIndexed(scope_ref, record_id, dict(field_lengths), tuple(postings))
+    )
 
 
 def insert_postings(tx: Transaction, scope_ref: str, record_id: str, batch: PostingBatch) -> None:
@@ -282,6 +307,7 @@ def insert_postings(tx: Transaction, scope_ref: str, record_id: str, batch: Post
 def purge_document(tx: Transaction, scope_ref: str, record_id: str) -> None:
     tx.execute(_Q["delete_postings"], [scope_ref, record_id])
     tx.execute(_Q["delete_document"], [scope_ref, record_id])
+    tx.note_index_change(DocumentPurged(scope_ref, record_id))
 
 
 def eligible_documents(

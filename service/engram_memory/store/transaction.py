@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from engram_memory.store.heads import ChainHeads, Head
+from engram_memory.store.index_changes import IndexChange
 
 if TYPE_CHECKING:
     from engram_memory.store.database import Database
@@ -44,6 +45,7 @@ class Transaction:
         self._audit_head: Head | None = None
         self._journal_heads: dict[str, Head] = {}
         self._written_keys: list[str] = []
+        self._index_changes: list[IndexChange] = []
         self._before_first_write = before_first_write
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
@@ -72,6 +74,14 @@ class Transaction:
 
     def written_keys(self) -> list[str]:
         return list(self._written_keys)
+
+    def note_index_change(self, change: IndexChange) -> None:
+        """Note a change a search index must follow, handed over once this commits
+        (store/index_changes.py)."""
+        self._index_changes.append(change)
+
+    def index_changes(self) -> list[IndexChange]:
+        return list(self._index_changes)
 
     def written_since(self, key: str, generation: int) -> bool:
         """True unless `key` was certainly not committed after a snapshot of `generation`

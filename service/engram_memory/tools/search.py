@@ -6,8 +6,7 @@ transaction), so no record is skipped or back-filled between them.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
@@ -18,6 +17,7 @@ from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import indexing, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
+from engram_memory.core.search_index import STABLE_WAIT_S
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.search.cursor import (
     PageCursorFields,
@@ -26,14 +26,9 @@ from engram_memory.search.cursor import (
     page_binding,
     require_same_ordering,
 )
-from engram_memory.search.fields import FIELD_NAMES, DocumentTerms, FieldTerms, query_terms
+from engram_memory.search.fields import query_terms
 from engram_memory.search.packets import packet_budget, search_packet, take_page
-from engram_memory.search.ranking import (
-    PROFILE,
-    CorpusStatistics,
-    RankDocument,
-    rank_from_statistics,
-)
+from engram_memory.search.ranking import PROFILE
 from engram_memory.search.receipts import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_PACKET_BYTES,
@@ -42,9 +37,10 @@ from engram_memory.search.receipts import (
     ordered_ids_digest,
     search_output,
 )
-from engram_memory.store import memory
+from engram_memory.store import journal
 from engram_memory.store.database import Transaction
 from engram_memory.tools import reading
+from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
 
 PROJECTIONS = ("lexical_index",)
 
@@ -60,56 +56,17 @@ def _parameters(args: Mapping[str, Any]) -> SearchParameters:
     )
 
 
-def _statistics_and_postings(
-    tx: Transaction, ctx: CallContext, terms: Sequence[str], as_of: reading.AsOf
-) -> tuple[CorpusStatistics, list[RankDocument], list[str]]:
-    """Corpus statistics over the whole eligible set E, and the documents matching any term."""
-    eligible = memory.eligible_documents(
-        tx,
-        ctx.scope_ref,
-        system_as_of=as_of.system_as_of,
-        valid_as_of=as_of.valid_as_of,
-        now_ms=ctx.now_ms,
-    )
-    by_id = {doc.record_id: doc for doc in eligible}
-    totals = {name: sum(doc.field_lengths.get(name, 0) for doc in eligible) for name in FIELD_NAMES}
-    counts: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
-    for posting in memory.postings_for_terms(tx, ctx.scope_ref, terms):
-        if posting.record_id in by_id:
-            counts[posting.record_id][posting.field][posting.term_hash] = posting.tf
-    dfs = {
-        term: sum(1 for fields in counts.values() if any(term in c for c in fields.values()))
-        for term in terms
-    }
-    matching = [
-        RankDocument(
-            record_id,
-            DocumentTerms(
-                {
-                    name: FieldTerms(
-                        fields.get(name, {}), by_id[record_id].field_lengths.get(name, 0)
-                    )
-                    for name in FIELD_NAMES
-                }
-            ),
-            by_id[record_id].valid_t_end,
-        )
-        for record_id, fields in counts.items()
-    ]
-    eligible_ids = sorted(by_id)
-    return CorpusStatistics(len(eligible), totals, dfs), matching, eligible_ids
-
-
 def _pinned(
     ctx: CallContext, tx: Transaction, cursor: object, binding: str
-) -> tuple[reading.AsOf, PageCursorFields | None]:
-    high_water = reading.high_water(tx, ctx)
+) -> tuple[reading.AsOf, PageCursorFields | None, str]:
+    """(the pinned pair, the cursor's fields, the scope's journal head hash)."""
+    high_water, head_hash = journal.head(tx, ctx.scope_ref)
     if cursor is None:
-        return reading.AsOf(ctx.now_ms, high_water), None
+        return reading.AsOf(ctx.now_ms, high_water), None, head_hash
     fields = decode_page_cursor(str(cursor), binding, ctx.services.root_key.page_cursor_secret())
     if fields.profile != PROFILE or int(fields.system_as_of) > high_water:
         raise ToolError(ErrorCode.STALE_PAGE, "cursor pinned beyond high water or other profile")
-    return reading.AsOf(fields.valid_as_of, int(fields.system_as_of)), fields
+    return reading.AsOf(fields.valid_as_of, int(fields.system_as_of)), fields, head_hash
 
 
 def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutcome:
@@ -121,46 +78,42 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
         raise ToolError(ErrorCode.RANKING_UNAVAILABLE, "semantic channel not configured")
     authz = steps.authorize(ctx, audit)
     binding = page_binding(params, scope_ref=ctx.scope_ref, principal=ctx.invocation.principal)
-    terms = query_terms(params.query, indexing.scope_term_key(ctx))
-    with ctx.services.database.reading() as tx:
-        as_of, pinned = _pinned(ctx, tx, args.get("page_cursor"), binding)
-        statistics, matching, eligible_ids = _statistics_and_postings(tx, ctx, terms, as_of)
-        ranked = rank_from_statistics(statistics, matching, terms, as_of.valid_as_of)
-        candidate_ids = [r.record_id for r in ranked]
-        # Revalidation (SPEC §10.3) in the ranking snapshot: one query for all ranked ids.
-        rows = {
-            record_id: row
-            for record_id, row in memory.get_records(tx, ctx.scope_ref, candidate_ids).items()
-            if reading.is_eligible(row, as_of, ctx.now_ms)
-        }
-        ordered = [r for r in ranked if r.record_id in rows]
-        ordered_ids = [r.record_id for r in ordered]
+    terms = distinct(query_terms(params.query, indexing.scope_term_key(ctx)))
+    database = ctx.services.database
+    index = ctx.services.search_index
+    sequence = None if index is None else database.index_commits.stable_sequence(STABLE_WAIT_S)
+    with database.reading() as tx:
+        as_of, pinned, head_hash = _pinned(ctx, tx, args.get("page_cursor"), binding)
+        ranked = ranked_list(tx, ctx, terms, as_of, sequence)
+        # Ranking read E of this very snapshot, so revalidating the ranked list (SPEC §10.3)
+        # removes nothing: the ordered list is the ranked one.
+        ordered_ids = ranked.record_ids
+        ordered_digest = ordered_ids_digest(ordered_ids)
         offset = 0
         if pinned is not None:
             require_same_ordering(
-                pinned,
-                ordered_ids_digest=ordered_ids_digest(ordered_ids),
-                ordered_count=len(ordered_ids),
+                pinned, ordered_ids_digest=ordered_digest, ordered_count=len(ordered_ids)
             )
             offset = pinned.offset
-        # Only the records a page can hold are opened, still inside the ranking snapshot.
-        window = ordered[offset : offset + params.limit]
-        bodies = {
-            r.record_id: steps.open_item(ctx, r.record_id, rows[r.record_id].sealed_body)
-            for r in window
-        }
+        # Only the records a page can hold are read and opened, in the ranking snapshot.
+        window = ordered_ids[offset : offset + params.limit]
+        bodies = page_bodies(tx, ctx, audit, window, as_of)
 
-    def packets() -> Iterator[dict[str, JsonValue]]:
-        for position, item in enumerate(window, start=offset + 1):
-            view, omitted, redaction_digest = reading.redacted_view(
-                ctx, authz, bodies[item.record_id]
+    def packets() -> Iterator[dict[str, JsonValue] | None]:
+        for position, record_id in enumerate(window, start=offset + 1):
+            body = bodies.get(record_id)
+            if body is None:
+                yield None
+                continue
+            view, omitted, redaction_digest = reading.redacted_view(ctx, authz, body)
+            yield search_packet(
+                view, omitted, redaction_digest, ranked.scores[position - 1], position
             )
-            yield search_packet(view, omitted, redaction_digest, item.score, position)
 
     page, next_offset = take_page(
         packets(),
         offset=offset,
-        total=len(ordered),
+        total=len(ordered_ids),
         limit=params.limit,
         budget=packet_budget(params.max_packet_bytes, authz.redaction.max_packet_bytes),
     )
@@ -172,15 +125,33 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
                 as_of.valid_as_of,
                 str(as_of.system_as_of),
                 next_offset,
-                ordered_ids_digest(ordered_ids),
+                ordered_digest,
             ),
             binding,
             ctx.services.root_key.page_cursor_secret(),
         )
-    receipt = _rank_receipt(ctx, authz, params, as_of, candidate_ids, ordered_ids, eligible_ids)
+    snapshot = _snapshot_digest(ctx, as_of, head_hash, ranked.statistics.document_count)
+    receipt = _rank_receipt(ctx, authz, params, as_of, ordered_ids, ordered_digest, snapshot)
     output = search_output(page, receipt, next_cursor)
     _check_ceiling(ctx, authz, output)
     return ToolOutcome.succeeded(output, audit)
+
+
+def _snapshot_digest(ctx: CallContext, as_of: reading.AsOf, head_hash: str, eligible: int) -> str:
+    """`D("recall-snapshot", …)` (project decision): what fixes E, not E itself. The scope's
+    journal head hash commits to every state change so far; with the pinned pair and the
+    expiry instant it determines E exactly, and `eligible_count` = n is E's size. Hashing E's
+    ids instead would cost time in proportion to the corpus on every search."""
+    return digest(
+        "recall-snapshot",
+        {
+            "system_as_of": str(as_of.system_as_of),
+            "valid_as_of": as_of.valid_as_of,
+            "journal_head_hash": head_hash,
+            "expiry_checked_at_ms": ctx.now_ms,
+            "eligible_count": eligible,
+        },
+    )
 
 
 def _rank_receipt(
@@ -188,25 +159,21 @@ def _rank_receipt(
     authz: AuthzResult,
     params: SearchParameters,
     as_of: reading.AsOf,
-    candidate_ids: list[str],
     ordered_ids: list[str],
-    eligible_ids: list[str],
+    ordered_digest: str,
+    snapshot_digest: str,
 ) -> dict[str, JsonValue]:
     system_as_of = str(as_of.system_as_of)
-    snapshot = {
-        "system_as_of": system_as_of,
-        "valid_as_of": as_of.valid_as_of,
-        "eligible_ids": eligible_ids,
-    }
     return build_rank_receipt(
         params=params,
         valid_as_of=as_of.valid_as_of,
         system_as_of=system_as_of,
-        candidate_ids=candidate_ids,
+        candidate_ids=ordered_ids,
         ordered_ids=ordered_ids,
+        ordered_digest=ordered_digest,
         authorization_receipt_digest=authz.decision.receipt.receipt_digest,
         snapshot_id=f"snapshot:{system_as_of}:{as_of.valid_as_of}",
-        snapshot_digest=digest("recall-snapshot", snapshot),
+        snapshot_digest=snapshot_digest,
         revalidation_receipt_digest=reading.revalidation_receipt_digest(
             ordered_ids, as_of, ctx.now_instant
         ),

@@ -30,6 +30,12 @@ SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_c
        valid_t, valid_t_end, expires_at_ms, sealed_body
 FROM records WHERE scope_ref = ? AND list_contains(?, record_id);
 
+-- name: get_records_by_id
+-- `$ids` is replaced by one placeholder per id (memory.get_records_by_id).
+SELECT record_id, state, record_digest, payload_digest, guard_digest, recorded_cursor, accept_cursor,
+       valid_t, valid_t_end, expires_at_ms, sealed_body, scope_ref
+FROM records WHERE record_id IN ($ids);
+
 -- name: set_record_state
 UPDATE records SET state = ?, successor_id = ?, updated_at_ms = ? WHERE scope_ref = ? AND record_id = ?;
 

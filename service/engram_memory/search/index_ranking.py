@@ -1,0 +1,169 @@
+"""`offline_lexical_v1` evaluated with numpy over a `ScopeIndex`, bit for bit equal to
+`ranking.rank` over the eligible set E (SPEC §10.1).
+
+Only the postings of the query's terms are read: the eligible ones are scored, `n` and the
+average field lengths come from the index's aggregates (`ScopeIndex.statistics`). Every
+floating-point expression is the reference's, element by element: numpy's `+ - * /` on float64
+round exactly like Python's, a doc's field scores are added in `FIELD_NAMES` order and its
+term scores in query order (adding the 0.0 of an absent field or term leaves a double
+unchanged, as skipping it does), and `exp` is only ever called through `math.exp`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from engram_memory.search.fields import FIELD_NAMES, FIELD_WEIGHTS
+from engram_memory.search.ranking import (
+    BM25_B,
+    BM25_K1,
+    HALF_LIFE_MS,
+    LEXICAL_WEIGHT,
+    LN2,
+    MAX_CANDIDATES,
+    RECENCY_WEIGHT,
+    RRF_K,
+    average_lengths,
+    inverse_document_frequency,
+)
+from engram_memory.search.scope_index import (
+    FIELD_SHIFT,
+    OPEN,
+    SLOT_SHIFT,
+    TF_MASK,
+    EligibleStatistics,
+    Int64s,
+    ScopeIndex,
+)
+
+Floats = npt.NDArray[np.float64]
+
+_WEIGHTS = np.array([FIELD_WEIGHTS[name] for name in FIELD_NAMES], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """The ranked list (at most 2,000), best first, with each record's final score."""
+
+    record_ids: list[str]
+    scores: list[float]
+    bm25: list[float]  # each record's BM25F, the lexical list's key (for receipts and tests)
+    statistics: EligibleStatistics
+
+
+@dataclass(frozen=True)
+class _TermScores:
+    slots: Int64s  # one per eligible document holding the term, in posting order
+    field_scores: Floats  # Σ_f w_f·sat_f per document, fields in FIELD_NAMES order
+    idf: float
+
+
+def rank_in_index(
+    index: ScopeIndex,
+    terms: Sequence[str],
+    *,
+    system_as_of: int,
+    valid_as_of: int,
+    now_ms: int,
+    exception_share: float | None = None,
+) -> RankedList:
+    """Rank E at the pinned pair; `terms` are keyed, distinct, in order of first occurrence.
+
+    Raises:
+        Nothing for a consistent index.
+    """
+    statistics = (
+        index.statistics(system_as_of, valid_as_of, now_ms)
+        if exception_share is None
+        else index.statistics(system_as_of, valid_as_of, now_ms, exception_share=exception_share)
+    )
+    n = statistics.document_count
+    totals = statistics.field_token_totals
+    averages = average_lengths(n, totals)
+    average_by_field = np.array([averages[name] for name in FIELD_NAMES], dtype=np.float64)
+    scored: list[_TermScores] = []
+    for term in terms:
+        packed = index.postings_of(term)
+        if packed is None:
+            continue
+        slots = packed >> SLOT_SHIFT
+        keep = index.eligible(slots, system_as_of, valid_as_of, now_ms)
+        packed, slots = packed[keep], slots[keep]
+        if len(slots) == 0:
+            continue
+        # A document's postings of one term are adjacent: each run of one slot is a document.
+        starts = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        idf = inverse_document_frequency(n, len(starts))
+        if idf <= 0:
+            continue
+        fields = (packed >> FIELD_SHIFT) & 0xFF
+        tf = (packed & TF_MASK).astype(np.float64)
+        lengths = index.field_lengths(slots, fields)
+        norm = (1 - BM25_B) + BM25_B * (lengths / average_by_field[fields])
+        sat = (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * norm)
+        per_field = np.zeros((len(starts), len(FIELD_NAMES)), dtype=np.float64)
+        document = np.cumsum(np.concatenate(([0], (slots[1:] != slots[:-1]).astype(np.int64))))
+        per_field[document, fields] = _WEIGHTS[fields] * sat
+        field_scores = per_field[:, 0].copy()
+        for column in range(1, len(FIELD_NAMES)):
+            field_scores = field_scores + per_field[:, column]
+        scored.append(_TermScores(slots[starts], field_scores, idf))
+    ids, scores, bm25 = _lexical_then_final(index, scored, valid_as_of)
+    return RankedList(ids, scores, bm25, statistics)
+
+
+def _bm25(scored: Sequence[_TermScores]) -> tuple[Int64s, Floats]:
+    """(document slots, bm25) over the documents holding any scored term."""
+    if len(scored) == 1:
+        only = scored[0]
+        return only.slots, np.where(only.field_scores > 0, only.idf * only.field_scores, 0.0)
+    documents: Int64s = np.unique(np.concatenate([term.slots for term in scored]))
+    bm25 = np.zeros(len(documents), dtype=np.float64)
+    for term in scored:
+        contribution = np.zeros(len(documents), dtype=np.float64)
+        positions = np.searchsorted(documents, term.slots)
+        contribution[positions] = np.where(term.field_scores > 0, term.idf * term.field_scores, 0.0)
+        bm25 = bm25 + contribution
+    return documents, bm25
+
+
+def _lexical_then_final(
+    index: ScopeIndex, scored: Sequence[_TermScores], valid_as_of: int
+) -> tuple[list[str], list[float], list[float]]:
+    if not scored:
+        return [], [], []
+    documents, bm25 = _bm25(scored)
+    positive = bm25 > 0
+    documents, bm25 = documents[positive], bm25[positive]
+    if len(documents) > MAX_CANDIDATES:
+        # Everything at least as good as the 2,000th score (ties included), then sort those.
+        threshold = np.partition(bm25, len(bm25) - MAX_CANDIDATES)[len(bm25) - MAX_CANDIDATES]
+        contenders = bm25 >= threshold
+        documents, bm25 = documents[contenders], bm25[contenders]
+    lexical_order = np.lexsort((index.id_keys(documents), -bm25))[:MAX_CANDIDATES]
+    documents, bm25 = documents[lexical_order], bm25[lexical_order]
+    position = np.arange(1, len(documents) + 1, dtype=np.float64)
+    fused = 1 / (RRF_K + position)
+    lexical = fused / (1 / (RRF_K + 1))
+    freshness = _recency(valid_as_of, index.valid_ends(documents))
+    score = LEXICAL_WEIGHT * lexical + RECENCY_WEIGHT * freshness
+    final = np.lexsort((index.id_keys(documents), -freshness, -score))
+    ordered = documents[final].tolist()
+    return [index.record_ids[slot] for slot in ordered], score[final].tolist(), bm25[final].tolist()
+
+
+def _recency(valid_as_of: int, valid_ends: Int64s) -> Floats:
+    """`ranking.recency` per document; `exp` only through `math.exp` (numpy's may differ in
+    the last bit). An eligible record's valid time never ended before `valid_as_of`, so its
+    age is 0 and its recency exp(-0.0) = 1.0; the general case is kept for exactness."""
+    anchor = np.where(valid_ends == OPEN, valid_as_of, np.minimum(valid_as_of, valid_ends))
+    age = np.maximum(0, valid_as_of - anchor)
+    freshness = np.ones(len(age), dtype=np.float64)
+    for position in np.flatnonzero(age):
+        freshness[position] = math.exp((-LN2 * int(age[position])) / HALF_LIFE_MS)
+    return freshness
