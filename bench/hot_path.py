@@ -39,6 +39,7 @@ from engram_memory.contract.digests import operation_digest
 from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import CallContext, Services, ServiceSettings
+from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.demo import demo_capture_arguments
@@ -75,6 +76,7 @@ def _services(
         root_key=root_key,
         host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
         settings=ServiceSettings(host_memory_enabled=True),
+        search_index=follow_store(database),
     )
 
 

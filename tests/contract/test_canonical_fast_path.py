@@ -41,3 +41,11 @@ def test_keys_beyond_the_basic_plane_sort_by_utf16_code_units_as_rfc8785_does() 
 def test_control_characters_and_quotes_escape_as_rfc8785_does() -> None:
     value = {"text": '\x00\x08\t\n\x0b\x0c\r\x1f"\\\u2028\x7f'}
     assert canonical_json(value) == rfc8785.dumps(value)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False) | st.floats(min_value=1e-5, max_value=2.0))
+def test_floats_in_and_around_the_plain_decimal_range_encode_as_rfc8785_does(value: float) -> None:
+    assert canonical_json({"score": value, "list": [value]}) == rfc8785.dumps(
+        {"score": value, "list": [value]}
+    )

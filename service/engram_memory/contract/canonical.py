@@ -90,17 +90,26 @@ def _normalize_float(value: float) -> int | float:
     return value
 
 
+FLOAT_PLAIN_FROM = 1e-4
+
+
 def _same_as_sorted_json(value: JsonValue) -> bool:
     """True when the standard library's sorted, compact JSON is exactly JCS for `value`.
 
     That holds for strings (same escapes once normalized), booleans and safe integers, and for
     object keys below U+D800, where code point order equals JCS's UTF-16 code unit order.
-    Floats are left to the RFC 8785 encoder (ECMAScript number formatting differs from repr).
+    Floats below 1e-4 are left to the RFC 8785 encoder (there repr switches to exponent
+    notation, ECMAScript only below 1e-6).
     """
     if isinstance(value, str | bool):
         return True
     if isinstance(value, int):
         return abs(value) <= SAFE_INTEGER_MAX
+    if isinstance(value, float):
+        # A finite float that is not integral is below 2**53; from 1e-4 up, Python's
+        # repr and ECMAScript's Number::toString both print its shortest round-trip digits in
+        # plain decimal notation (scores, 0.15..1, are the common case).
+        return abs(value) >= FLOAT_PLAIN_FROM and not value.is_integer()
     if isinstance(value, dict):
         return all(
             isinstance(key, str)

@@ -7,7 +7,6 @@ values keep verifying against their digests.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ _ABSENT = object()
 
 def _copy(value: JsonValue, selection: _Selection) -> object:
     if selection.whole:
-        return copy.deepcopy(value)
+        return _json_copy(value)
     # Stepping into an array (or a scalar) copies nothing: dropping some array elements
     # would hand out a structure the allowlist never named.
     if not isinstance(value, Mapping):
@@ -77,6 +76,16 @@ def _copy(value: JsonValue, selection: _Selection) -> object:
                 out[key] = copied
     # No empty shell objects: a pointer to a missing member copies nothing at all.
     return out if out else _ABSENT
+
+
+def _json_copy(value: JsonValue) -> JsonValue:
+    """A deep copy of a JSON tree (containers rebuilt, immutable scalars shared): several
+    times faster than `copy.deepcopy`, which pays for memo and type dispatch."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(item) for item in value]
+    return value
 
 
 def _utf16_key(text: str) -> bytes:
