@@ -12,9 +12,9 @@ unchanged, as skipping it does), and `exp` is only ever called through `math.exp
 from __future__ import annotations
 
 import math
-from operator import itemgetter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
