@@ -124,6 +124,11 @@ class SearchIndex:
                 now_ms=now_ms,
             )
 
+    def rows(self) -> dict[str, list[tuple[object, ...]]]:
+        """Every scope's `ScopeIndex.rows()` (a diagnostic for tests and checks)."""
+        with self._lock:
+            return {scope_ref: scope.rows() for scope_ref, scope in sorted(self._scopes.items())}
+
     def load(self, tx: Transaction) -> None:
         """Rebuild every scope from the store as `tx` sees it (at open, before serving)."""
         with self._lock:

@@ -242,6 +242,33 @@ class ScopeIndex:
                 self.postings[term] = array("q", kept.tobytes())
         self.dead_postings = 0
 
+    def rows(self) -> list[tuple[object, ...]]:
+        """Every live record's columns and postings, sorted: two indexes of the same store
+        state give equal rows (a diagnostic; tests compare a followed index with a rebuilt one).
+        """
+        postings: dict[int, list[tuple[str, int, int]]] = {}
+        for term, column in self.postings.items():
+            for packed in column:
+                slot = packed >> SLOT_SHIFT
+                if self._indexed.data[slot]:
+                    field = (packed >> FIELD_SHIFT) & 0xFF
+                    postings.setdefault(slot, []).append((term, field, packed & TF_MASK))
+        return sorted(
+            (
+                self.record_ids[slot],
+                bool(self._current.data[slot]),
+                int(self._accept.data[slot]),
+                int(self._recorded.data[slot]),
+                int(self._valid_t.data[slot]),
+                int(self._valid_end.data[slot]),
+                int(self._expires.data[slot]),
+                tuple(int(n) for n in self._lengths[slot]),
+                tuple(sorted(postings.get(slot, []))),
+            )
+            for slot in range(len(self.record_ids))
+            if self._indexed.data[slot]
+        )
+
     # -- queries ----------------------------------------------------------------------------
 
     def eligible(self, slots: Int64s, system_as_of: int, valid_as_of: int, now_ms: int) -> Bools:
