@@ -302,6 +302,9 @@ def _bulk_load(services: Services, caller: Caller, records: int) -> None:
             tx.execute(_BULK[name], [scope, tag, records, cursor][: _BULK[name].count("$4") + 3])
         tx.execute(_BULK["audit"], [scope, tag, records, sequence])
     services.database.checkpoint()
+    if services.search_index is not None:  # raw SQL bypassed it: rebuild from the store
+        with services.database.reading() as tx:
+            services.search_index.load(tx)
 
 
 def _growth(

@@ -212,11 +212,67 @@ class ScopeIndex:
         self._indexed.data[slot] = True
         self._set_membership(slot, before)
 
-    def set_posting_counts(self, counts: Sequence[int]) -> None:
-        """How many postings each slot has (a rebuild loads postings by term, not by slot)."""
-        if len(counts) != len(self.record_ids):
-            raise IndexInconsistent("posting counts do not match the slots")
-        self._posting_counts = list(counts)
+    def bulk_load(
+        self,
+        record_ids: Sequence[str],
+        *,
+        current: Bools,
+        accept: Int64s,
+        recorded: Int64s,
+        valid_t: Int64s,
+        valid_end: Int64s,
+        expires: Int64s,
+        lengths: Int64s,
+        terms: Sequence[str],
+        term_ranks: Int64s,
+        packed: Int64s,
+    ) -> None:
+        """Fill an empty index at once: records in slot (accept cursor) order, every posting
+        packed and sorted by term rank (ranks index `terms`), slot, field.
+
+        Raises:
+            IndexInconsistent: not empty, mismatched lengths, or ids outside the id form.
+        """
+        size = len(record_ids)
+        if self.record_ids or any(
+            len(column) != size
+            for column in (current, accept, recorded, valid_t, valid_end, expires, lengths)
+        ):
+            raise IndexInconsistent("bulk load into a used index or of mismatched columns")
+        if any(len(record_id) > ID_BYTES or not record_id.isascii() for record_id in record_ids):
+            raise IndexInconsistent("record id outside the index's id form")
+        self.record_ids = list(record_ids)
+        self._slot_of = {record_id: slot for slot, record_id in enumerate(self.record_ids)}
+        self._ids.extend(np.array(self.record_ids, dtype=f"S{ID_BYTES}"))
+        for column, values in (
+            (self._accept, accept),
+            (self._recorded, recorded),
+            (self._valid_t, valid_t),
+            (self._valid_end, valid_end),
+            (self._expires, expires),
+            (self._current, current),
+            (self._indexed, np.ones(size, dtype=np.bool_)),
+        ):
+            column.extend(values)
+        self._lengths = np.zeros((max(16, size), len(FIELD_NAMES)), dtype=np.int64)
+        self._lengths[:size] = lengths
+        members = current
+        self.member_count = int(members.sum())
+        self._member_lengths = lengths[members].sum(axis=0).astype(np.int64)
+        bounded = (valid_end != OPEN) | (expires != OPEN)
+        self._bounded = set(np.flatnonzero(bounded).tolist())
+        self._bounded_array = None
+        if (~bounded).any():
+            self._open_valid_t_max = int(valid_t[~bounded].max())
+        self._accept_ascending = bool(np.all(accept[1:] >= accept[:-1]))
+        self._recorded_after_accept = bool(np.any(recorded > accept))
+        starts = np.flatnonzero(
+            np.concatenate(([len(packed) > 0], term_ranks[1:] != term_ranks[:-1]))
+        )
+        ends = np.append(starts[1:], len(packed))
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+            self.postings[terms[int(term_ranks[start])]] = array("q", packed[start:end].tobytes())
+        self._posting_counts = np.bincount(packed >> SLOT_SHIFT, minlength=size).tolist()
 
     def purge_document(self, record_id: str) -> None:
         """A record's document and postings were deleted; its postings become dead weight

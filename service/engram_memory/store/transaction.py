@@ -137,6 +137,18 @@ class Transaction:
         except duckdb.Error as exc:
             raise self._database.driver_failure(exc, "query failed") from exc
 
+    def fetch_columns(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any]:
+        """The result as numpy arrays by column name (bulk reads: no Python object per row).
+
+        Raises:
+            StoreCorrupt / StoreUnavailable: as for every statement.
+        """
+        try:
+            columns: dict[str, Any] = self._connection.execute(sql, list(params)).fetchnumpy()
+        except duckdb.Error as exc:
+            raise self._database.driver_failure(exc, "query failed") from exc
+        return columns
+
     def count_rows(self, sql: str, batch: int = 4096) -> int:
         """Run a query and read every row of its result in batches; return how many.
 

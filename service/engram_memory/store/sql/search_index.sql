@@ -1,15 +1,27 @@
--- Reads that rebuild the in-process search index (core/search_index.py) at open.
+-- Reads that rebuild the in-process search index (core/search_index.py) at open, as columns.
+
+-- name: indexed_scopes
+SELECT DISTINCT scope_ref FROM lexical_documents ORDER BY scope_ref;
 
 -- name: indexed_records
--- Slots are assigned in this order: by accept cursor within each scope.
-SELECT r.scope_ref, r.record_id, r.state, r.accept_cursor, r.recorded_cursor, r.valid_t,
-       r.valid_t_end, r.expires_at_ms, d.field_lengths_json
+-- One scope's indexed records; their slots are assigned in this order (accept cursor). An
+-- open end or expiry reads as the largest BIGINT (`OPEN` of search/scope_index.py).
+SELECT r.record_id, r.state = 'accepted_current' AS current, r.accept_cursor::BIGINT AS accept,
+       r.recorded_cursor::BIGINT AS recorded, r.valid_t,
+       coalesce(r.valid_t_end, 9223372036854775807) AS valid_end,
+       coalesce(r.expires_at_ms, 9223372036854775807) AS expires,
+       coalesce(json_extract_string(d.field_lengths_json, '$.primary')::BIGINT, 0) AS l0,
+       coalesce(json_extract_string(d.field_lengths_json, '$.decision')::BIGINT, 0) AS l1,
+       coalesce(json_extract_string(d.field_lengths_json, '$.evidence')::BIGINT, 0) AS l2,
+       coalesce(json_extract_string(d.field_lengths_json, '$.context')::BIGINT, 0) AS l3,
+       coalesce(json_extract_string(d.field_lengths_json, '$.citations')::BIGINT, 0) AS l4
 FROM records r JOIN lexical_documents d USING (scope_ref, record_id)
-ORDER BY r.scope_ref, r.accept_cursor, r.record_id;
+WHERE r.scope_ref = $1
+ORDER BY r.accept_cursor, r.record_id;
 
--- name: packed_postings
--- One scope's postings grouped by term, each packed as (slot << $2) | (field << $3) | tf with
--- the slot numbering of `indexed_records`, a document's postings in field order.
+-- name: indexed_postings
+-- One scope's postings ordered by term, then slot (numbered as `indexed_records`), then field;
+-- each packed as (slot << $2) | (field << $3) | tf, with its term's rank among `indexed_terms`.
 WITH slots AS (
     SELECT r.record_id, row_number() OVER (ORDER BY r.accept_cursor, r.record_id) - 1 AS slot
     FROM records r JOIN lexical_documents d USING (scope_ref, record_id)
@@ -18,9 +30,17 @@ WITH slots AS (
     SELECT * FROM (VALUES ('primary', 0), ('decision', 1), ('evidence', 2), ('context', 3),
                           ('citations', 4)) AS f(field, field_index)
 )
-SELECT p.term_hash,
-       list((s.slot << $2) | (f.field_index::BIGINT << $3) | p.tf::BIGINT
-            ORDER BY s.slot, f.field_index)
+SELECT dense_rank() OVER (ORDER BY p.term_hash) - 1 AS term,
+       (s.slot << $2) | (f.field_index::BIGINT << $3) | p.tf::BIGINT AS packed
 FROM lexical_postings p JOIN slots s USING (record_id) JOIN fields f USING (field)
 WHERE p.scope_ref = $1
-GROUP BY p.term_hash;
+ORDER BY p.term_hash, s.slot, f.field_index;
+
+-- name: indexed_terms
+-- The terms `indexed_postings` ranks, in rank order (the same join, so the same set).
+SELECT DISTINCT p.term_hash
+FROM lexical_postings p
+JOIN records r USING (scope_ref, record_id)
+JOIN lexical_documents d USING (scope_ref, record_id)
+WHERE p.scope_ref = $1
+ORDER BY p.term_hash;
