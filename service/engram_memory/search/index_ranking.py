@@ -37,6 +37,7 @@ from engram_memory.search.scope_index import (
     OPEN,
     SLOT_SHIFT,
     TF_MASK,
+    Bools,
     EligibleStatistics,
     Int64s,
     ScopeIndex,
@@ -88,17 +89,21 @@ def rank_in_index(
     averages = average_lengths(n, totals)
     average_by_field = np.array([averages[name] for name in FIELD_NAMES], dtype=np.float64)
     scored: list[_TermScores] = []
+    eligible: Bools | None = None
     for term in terms:
         packed = index.postings_of(term)
         if packed is None:
             continue
+        if eligible is None:
+            eligible = index.eligible_mask(system_as_of, valid_as_of, now_ms)
         slots = packed >> SLOT_SHIFT
-        keep = index.eligible(slots, system_as_of, valid_as_of, now_ms)
+        keep = eligible[slots]
         packed, slots = packed[keep], slots[keep]
         if len(slots) == 0:
             continue
         # A document's postings of one term are adjacent: each run of one slot is a document.
-        starts = np.flatnonzero(np.concatenate(([True], slots[1:] != slots[:-1])))
+        next_document = slots[1:] != slots[:-1]
+        starts = np.flatnonzero(np.concatenate(([True], next_document)))
         idf = inverse_document_frequency(n, len(starts))
         if idf <= 0:
             continue
@@ -108,7 +113,7 @@ def rank_in_index(
         norm = (1 - BM25_B) + BM25_B * (lengths / average_by_field[fields])
         sat = (tf * (BM25_K1 + 1)) / (tf + BM25_K1 * norm)
         per_field = np.zeros((len(starts), len(FIELD_NAMES)), dtype=np.float64)
-        document = np.cumsum(np.concatenate(([0], (slots[1:] != slots[:-1]).astype(np.int64))))
+        document = np.concatenate(([0], np.cumsum(next_document)))
         per_field[document, fields] = _WEIGHTS[fields] * sat
         field_scores = per_field[:, 0].copy()
         for column in range(1, len(FIELD_NAMES)):

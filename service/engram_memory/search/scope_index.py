@@ -340,6 +340,18 @@ class ScopeIndex:
         )
         return result
 
+    def eligible_mask(self, system_as_of: int, valid_as_of: int, now_ms: int) -> Bools:
+        """`eligible` of every slot, computed once per query: the members, minus the accepts
+        after the cursor and the bounded slots that fail, when `_exception_slots` applies
+        (a copy and a few writes); else the predicate over every slot."""
+        size = len(self.record_ids)
+        exceptions = self._exception_slots(system_as_of, valid_as_of)
+        if exceptions is None:
+            return self.eligible(np.arange(size, dtype=np.int64), system_as_of, valid_as_of, now_ms)
+        mask: Bools = self._current.view() & self._indexed.view()
+        mask[exceptions] = self.eligible(exceptions, system_as_of, valid_as_of, now_ms)
+        return mask
+
     def statistics(
         self,
         system_as_of: int,
@@ -394,7 +406,7 @@ class ScopeIndex:
         return sum(len(column) for column in self.postings.values())
 
     def field_lengths(self, slots: Int64s, fields: Int64s) -> Int64s:
-        result: Int64s = self._lengths[slots, fields]
+        result: Int64s = self._lengths.ravel()[slots * len(FIELD_NAMES) + fields]
         return result
 
     def valid_ends(self, slots: Int64s) -> Int64s:
