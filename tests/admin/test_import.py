@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -175,7 +174,7 @@ def _state(data_dir: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def loaded(
     tmp_path_factory: pytest.TempPathFactory, engine: EmbeddedWasmEngine
-) -> Iterator[tuple[Path, Path, dict[str, Any]]]:
+) -> tuple[Path, Path, dict[str, Any]]:
     base = tmp_path_factory.mktemp("import-equivalence")
     root = RootKey(ROOT)
     lines = corpus()
@@ -190,7 +189,7 @@ def loaded(
     who = Operator("acme", "support", "human:dana")
     summary = import_file(services, who, binding, source, batch=6)
     services.database.close()
-    yield tools_dir, import_dir, summary
+    return tools_dir, import_dir, summary
 
 
 def test_import_leaves_the_state_journal_and_audit_the_tools_leave(
