@@ -38,7 +38,7 @@ from engram_memory.crypto.key_batch import store_item_keys
 from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.host.context import InvocationContext
-from engram_memory.store import key_intents, memory
+from engram_memory.store import bulk_reads, key_intents, memory
 from engram_memory.store.database import Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
@@ -69,13 +69,25 @@ class ImportBinding:
 
 @dataclass
 class _Batch:
-    """What one batch's transaction must still do before its COMMIT, and after it."""
+    """What one batch's transaction knows and must still do before its COMMIT, and after."""
 
+    # Idempotency key digests asked about at the batch's start, and those found with a result.
+    queried: set[str] = field(default_factory=set)
+    known: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)  # key digests this batch stored results for
+    tombstones: bool = True  # whether the scope holds a tombstoned record (forget guard)
     audits: list[tuple[CallContext, AuditFacts]] = field(default_factory=list)
     keys: list[tuple[str, bytes]] = field(default_factory=list)  # (item id, data key)
-    # Candidates captured in this batch whose key is not written yet: item id -> envelope.
-    fresh: dict[str, tuple[dict[str, JsonValue], bytes]] = field(default_factory=dict)
+    # Candidates captured in this batch whose key is not written yet.
+    fresh: dict[str, _FreshCandidate] = field(default_factory=dict)
     ended: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _FreshCandidate:
+    row: memory.CandidateRow
+    envelope: dict[str, JsonValue]
+    data_key: bytes
 
 
 class Importer:
@@ -113,8 +125,9 @@ class Importer:
         outcomes: list[str] = []
         try:
             with database.transaction() as tx:
+                self._look_ahead(tx, batch, chunk)
                 outcomes = [self._line(tx, batch, number, text) for number, text in chunk]
-                self._make_keys_durable(tx, batch)
+                self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
         except BaseException:
             if database.commits_on_this_thread() == commits_before:
@@ -124,23 +137,61 @@ class Importer:
         # Accept and reject end the candidate: carry out the promised key destructions.
         item_keys.after_commit(self._context(ADMIT, "end"), batch.ended)
 
-    def _make_keys_durable(self, tx: Transaction, batch: _Batch) -> None:
+    def _look_ahead(self, tx: Transaction, batch: _Batch, chunk: list[tuple[int, str]]) -> None:
+        """Ask once for the batch what each line would ask the store: which of its keys hold
+        a result, and whether the forget guard can match at all. A key found without one
+        (and not written by the batch since) is looked up no further (`_stored`)."""
+        ctx = self._context(CAPTURE, "look-ahead")
+        for _, text in chunk:
+            arguments = _decoded(text)
+            key = arguments.get("idempotency_key") if isinstance(arguments, dict) else None
+            if isinstance(key, str):
+                batch.queried.add(steps.idempotency_key_digest(key))
+                batch.queried.add(steps.idempotency_key_digest(admission_key_for(key)))
+        batch.known = bulk_reads.known_idempotency_keys(
+            tx, ctx.scope_ref, ctx.principal_ref, sorted(batch.queried)
+        )
+        batch.tombstones = bulk_reads.any_tombstone(tx, ctx.scope_ref)
+
+    def _make_keys_durable(self, batch: _Batch) -> None:
         """Every key the batch's rows need, durable before its COMMIT: the accepted records'
         and those of candidates left pending."""
-        batch.keys.extend((item, key) for item, (_, key) in batch.fresh.items())
+        batch.keys.extend((item, fresh.data_key) for item, fresh in batch.fresh.items())
         if not batch.keys:
             return
-        keys = self.services.keys
         scope = self._context(ADMIT, "keys").scope_ref
-        for item_id, _ in batch.keys:
-            # A crashed earlier run may have left this item's key without a committed owner.
-            if keys.path_for(scope, item_id).exists():
-                if key_intents.has_row(tx, scope, item_id) and item_id not in batch.fresh:
-                    raise KeyStoreUnavailable("a committed item already owns this key")
-                if not keys.destroy(scope, item_id):
-                    raise KeyStoreUnavailable("an orphan key file cannot be removed")
-        store_item_keys(keys, self.services.root_key, scope, batch.keys)
+        store_item_keys(self.services.keys, self.services.root_key, scope, batch.keys)
         self.services.settings.failpoints.kill_after_key_write(ADMIT)
+
+    def _clear_path(self, tx: Transaction, ctx: CallContext, item_id: str) -> None:
+        """Before a new item's rows are written: a crashed earlier run may have left its key
+        file with no committed owner (an orphan); it is shredded, as `fresh_key` does.
+
+        Raises:
+            ToolError: MUTATION_OUTCOME_UNKNOWN when a committed row owns it (never for new ids).
+            KeyStoreUnavailable: the orphan cannot be removed.
+        """
+        keys = self.services.keys
+        if not keys.path_for(ctx.scope_ref, item_id).exists():
+            return
+        if key_intents.has_row(tx, ctx.scope_ref, item_id):
+            raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "item committed meanwhile")
+        if not keys.destroy(ctx.scope_ref, item_id):
+            raise KeyStoreUnavailable("an orphan key file cannot be removed")
+
+    def _stored(
+        self, tx: Transaction, ctx: CallContext, batch: _Batch, mutation: steps.MutationKey
+    ) -> tuple[steps.MutationKey, dict[str, JsonValue] | None]:
+        """`steps.stored_result`, without a lookup for a key the batch's look-ahead found
+        without a result and no line of the batch stored one for since.
+
+        Raises:
+            ToolError: DIGEST_CONFLICT when the key is bound to another operation.
+        """
+        digest = mutation.key_digest
+        if digest in batch.queried and digest not in batch.known | batch.written:
+            mutation = mutation.absent_in(tx)  # nothing has committed since the look-ahead
+        return mutation, steps.stored_result(tx, ctx, mutation)
 
     def _discard_keys(self, batch: _Batch) -> None:
         """Shred the keys of a batch that did not commit (best effort: the next start's
@@ -175,81 +226,100 @@ class Importer:
         try:
             parsed = parse_call(ctx, audit, _decoded(text))
             mutation, authz = capture.guard(ctx, audit, parsed, None)
-            replay = steps.stored_result(tx, ctx, mutation)
-            planned = (
-                None if replay is not None else capture.plan(ctx, audit, parsed, mutation, authz)
-            )
+            mutation, replay = self._stored(tx, ctx, batch, mutation)
+            if replay is None:
+                planned = capture.plan(ctx, audit, parsed, mutation, authz)
+                self._clear_path(tx, ctx, planned.candidate_id)
         except (ToolError, ProtocolRefusal) as refusal:
-            batch.audits.append((ctx, ToolOutcome.failed(refusal, audit).facts))
-            return refusal_outcome(refusal)
+            return self._refused(batch, number, ctx, audit, refusal)
         if replay is not None:
             candidate_id = str(capture.duplicate(audit, replay)["candidate_id"])
-            written = None
         else:
-            assert planned is not None
             candidate_id = planned.candidate_id
             data_key = new_data_key()
             envelope = planned.envelope(ctx)
-            written = capture.write(
-                tx, ctx, audit, planned, self._seal(ctx, candidate_id, data_key, envelope)
-            )
-            batch.fresh[candidate_id] = (envelope, data_key)
+            sealed = self._seal(ctx, candidate_id, data_key, envelope)
+            written = capture.write(tx, ctx, audit, planned, sealed)
+            batch.written.add(mutation.key_digest)
+            batch.fresh[candidate_id] = _FreshCandidate(written.candidate, envelope, data_key)
         batch.audits.append((ctx, audit.facts("ok")))
         key = admission_key_for(str(parsed.arguments["idempotency_key"]))
-        return self._admit(tx, batch, number, candidate_id, key, replayed=written is None)
+        outcome = self._admit(tx, batch, number, candidate_id, key)
+        return "replayed" if replay is not None and outcome == "replayed" else outcome
 
     def _admit(
-        self,
-        tx: Transaction,
-        batch: _Batch,
-        number: int,
-        candidate_id: str,
-        key: str,
-        *,
-        replayed: bool,
+        self, tx: Transaction, batch: _Batch, number: int, candidate_id: str, key: str
     ) -> str:
+        """Admit the line's candidate in `tx` with the derived key; returns the outcome
+        (`replayed` when the admission's result was stored before)."""
         ctx = self._context(ADMIT, f"line-{number}:admission")
         audit = CallAudit()
         try:
-            parsed = parse_call(ctx, audit, {"candidate_id": candidate_id, "idempotency_key": key})
-            audit.targets(candidate_id)
-            mutation, _ = steps.guard_mutation(ctx, audit, parsed, None, target=candidate_id)
-            stored = steps.stored_result(tx, ctx, mutation)
-            if stored is None:
-                planned = admission.decide(
-                    ctx, audit, mutation, self._subject(tx, ctx, batch, candidate_id)
-                )
+            decided = self._decide_admission(tx, ctx, audit, batch, candidate_id, key)
         except (ToolError, ProtocolRefusal) as refusal:
-            batch.audits.append((ctx, ToolOutcome.failed(refusal, audit).facts))
-            return refusal_outcome(refusal)
-        if stored is not None:
-            batch.audits.append((ctx, audit.facts("ok")))
-            return "replayed" if replayed else _status(stored)
+            return self._refused(batch, number, ctx, audit, refusal)
+        if not isinstance(decided, admission.AdmissionPlan):
+            batch.audits.append((ctx, audit.facts("ok")))  # a replay writes only its entry
+            return "replayed"
         sealed = None
-        if planned.outcome == "accept":
-            record = planned.subject.record
-            record_key = new_data_key()
-            sealed = self._seal(ctx, str(record["record_id"]), record_key, record)
-            batch.keys.append((str(record["record_id"]), record_key))
-        output = admission.write(tx, ctx, audit, planned, sealed, planned.index)
+        if decided.outcome == "accept":
+            record = decided.subject.record
+            record_id, record_key = str(record["record_id"]), new_data_key()
+            self._clear_path(tx, ctx, record_id)
+            sealed = self._seal(ctx, record_id, record_key, record)
+            batch.keys.append((record_id, record_key))
+        output = admission.write(tx, ctx, audit, decided, sealed, decided.index)
+        batch.written.add(decided.mutation.key_digest)
         batch.audits.append((ctx, audit.facts("ok")))
-        if planned.ends_candidate:
+        if decided.ends_candidate:
             batch.fresh.pop(candidate_id, None)  # ended with this transaction: no key needed
             batch.ended.append(candidate_id)
         return _status(output)
 
-    def _subject(
-        self, tx: Transaction, ctx: CallContext, batch: _Batch, candidate_id: str
-    ) -> admission.AdmissionSubject:
-        """The admission's subject: read from the store as the tool reads it, unless the
-        candidate was captured in this batch and its key is not written yet."""
+    def _decide_admission(
+        self,
+        tx: Transaction,
+        ctx: CallContext,
+        audit: CallAudit,
+        batch: _Batch,
+        candidate_id: str,
+        key: str,
+    ) -> admission.AdmissionPlan | dict[str, JsonValue]:
+        """The admission's steps up to its decision, as the tool takes them; the stored
+        result instead when the key has one.
+
+        Raises:
+            ToolError / ProtocolRefusal: as the tool refuses (the line's admission only).
+        """
+        parsed = parse_call(ctx, audit, {"candidate_id": candidate_id, "idempotency_key": key})
+        audit.targets(candidate_id)
+        mutation, _ = steps.guard_mutation(ctx, audit, parsed, None, target=candidate_id)
+        mutation, stored = self._stored(tx, ctx, batch, mutation)
+        if stored is not None:
+            return stored
         fresh = batch.fresh.get(candidate_id)
         if fresh is None:
-            return admission.read_subject(tx, ctx, candidate_id)
-        candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
-        if candidate is None or candidate.state != "pending":
-            raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
-        return admission.subject_of(tx, ctx, candidate, dict(fresh[0]))
+            subject = admission.read_subject(tx, ctx, candidate_id)
+        else:
+            # Captured by this batch: its key is not written yet, its envelope is at hand.
+            subject = admission.subject_of(
+                tx, ctx, fresh.row, dict(fresh.envelope), tombstones=batch.tombstones
+            )
+        return admission.decide(ctx, audit, mutation, subject)
+
+    def _refused(
+        self,
+        batch: _Batch,
+        number: int,
+        ctx: CallContext,
+        audit: CallAudit,
+        refusal: ToolError | ProtocolRefusal,
+    ) -> str:
+        """Audit a refused call as the tool's entry point would; say which line, by code."""
+        outcome = refusal_outcome(refusal)
+        batch.audits.append((ctx, ToolOutcome.failed(refusal, audit).facts))
+        self.progress(f"import: line {number} refused: {outcome}")
+        return outcome
 
     @staticmethod
     def _seal(ctx: CallContext, item_id: str, data_key: bytes, body: dict[str, JsonValue]) -> bytes:

@@ -76,9 +76,17 @@ def read_subject(tx: Transaction, ctx: CallContext, candidate_id: str) -> Admiss
 
 
 def subject_of(
-    tx: Transaction, ctx: CallContext, candidate: memory.CandidateRow, envelope: dict[str, Any]
+    tx: Transaction,
+    ctx: CallContext,
+    candidate: memory.CandidateRow,
+    envelope: dict[str, Any],
+    *,
+    tombstones: bool = True,
 ) -> AdmissionSubject:
     """The subject of a pending candidate whose envelope is open: its record rebuilt.
+
+    `tombstones` False says the caller knows the scope holds no tombstoned record (the bulk
+    import asks once per batch and never tombstones): neither tombstone check can hit then.
 
     Raises:
         ToolError: JOURNAL_CORRUPT when the rebuilt record differs; ALREADY_TERMINAL when its
@@ -87,6 +95,8 @@ def subject_of(
     record = rebuild_record(envelope, candidate.capture_cursor)
     if record["record_digest"] != candidate.record_digest:
         raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
+    if not tombstones:
+        return AdmissionSubject(candidate, envelope, record, guard_hit=False)
     existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
     if existing is not None and existing.state == "tombstoned":
         raise ToolError(ErrorCode.ALREADY_TERMINAL, "record already tombstoned")
