@@ -37,7 +37,10 @@ from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.store.transaction import Transaction
 
-BINDING = ("acme", "support", "user:alice", "purpose:support-case")
+# The shipped policy's globex/main (as bench/search_engram.py): carol is its steward, gina
+# holds `maintain`, and admission accepts `evidence:ticket/` whatever the component kinds.
+BINDING = ("globex", "main", "user:carol", "purpose:support-case")
+OPERATOR = "human:gina"
 _PROGRESS = re.compile(r"^import: (\d+)/(\d+) lines committed")
 _COUNTED = ("execute", "executemany", "fetchall", "fetchone")
 
@@ -58,7 +61,7 @@ def _run_cli(corpus: Path, work: Path, batch: int) -> dict[str, Any]:
     tenant, workspace, principal, purpose = BINDING
     command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", tenant]
     command += ["--workspace", workspace, "--principal", principal, "--purpose", purpose]
-    command += ["--operator", "human:dana", "--batch", str(batch), str(corpus)]
+    command += ["--operator", OPERATOR, "--batch", str(batch), str(corpus)]
     points: list[tuple[float, int]] = [(0.0, 0)]
     started = time.monotonic()
     with subprocess.Popen(

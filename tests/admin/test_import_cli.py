@@ -38,14 +38,21 @@ def _import(
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
-def _audit_outcomes(data_dir: Path) -> list[tuple[str, str]]:
+def _audit_entries(data_dir: Path) -> list[tuple[str, str, str]]:
+    """(tool, outcome, session_ref) of every audit entry, in order."""
     database = Database.open(data_dir, read_only=True)
     try:
         with database.reading() as tx:
-            rows = tx.fetchall("SELECT tool, outcome FROM audit_entries ORDER BY sequence")
+            rows = tx.fetchall(
+                "SELECT tool, outcome, session_ref FROM audit_entries ORDER BY sequence"
+            )
     finally:
         database.close(checkpoint=False)
-    return [(str(tool), str(outcome)) for tool, outcome in rows]
+    return [(str(tool), str(outcome), str(session)) for tool, outcome, session in rows]
+
+
+def _audit_outcomes(data_dir: Path) -> list[tuple[str, str]]:
+    return [(tool, outcome) for tool, outcome, _ in _audit_entries(data_dir)]
 
 
 def test_an_operator_without_maintain_authority_is_refused_and_audited(
@@ -92,3 +99,12 @@ def test_an_import_prints_its_counts_and_reports_progress(
         ("engram_memory_request_admission", "ok"),
         ("admin:import", "ok"),
     ]
+
+
+def test_the_lines_entries_carry_the_session_of_the_runs_entry(
+    setup: tuple[dict[str, str], Path],
+) -> None:
+    env, source = setup
+    assert _import(env, source, "human:dana").returncode == 0
+    sessions = {session for _, _, session in _audit_entries(Path(env["ENGRAM_DATA_DIR"]))}
+    assert len(sessions) == 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -81,7 +80,8 @@ def _count_lines(path: Path) -> int:
 def import_file(
     services: Services, who: Operator, binding: ImportBinding, path: Path, batch: int
 ) -> dict[str, JsonValue]:
-    """Run the import as `who`, audited as `admin:import`; returns the summary.
+    """Run the import as `who`, audited as `admin:import`; returns the summary. An empty
+    `binding.session` takes the session of the run's own entry.
 
     Raises:
         ToolError: UNAUTHORIZED without `maintain`; STORE_UNAVAILABLE and the like when the
@@ -89,9 +89,10 @@ def import_file(
         ConfigurationError: the file cannot be read.
     """
     total = _count_lines(path)
-    importer = Importer(services, binding, _progress)
 
     def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
+        bound = binding if binding.session else replace(binding, session=ctx.invocation.session)
+        importer = Importer(services, bound, _progress)
         importer.run(numbered_lines(path), total, batch)
         summary: dict[str, JsonValue] = {"lines": total, **dict(sorted(importer.counts.items()))}
         return ToolOutcome.succeeded(summary, audit)
@@ -115,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         principal=args.principal,
         purpose_ref=args.purpose,
-        session=f"import:{uuid.uuid4().hex}",
+        session="",  # the run's own: see import_file
     )
     try:
         # A running server holds the store: opening it fails with a one-line message (exit 2).
@@ -126,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
             output = import_file(services, who, binding, path, args.batch)
     except ToolError as error:
         print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
+        return 1
+    except KeyboardInterrupt:
+        # The open batch rolled back; every committed one replays on the rerun.
+        print("engram-memory: import interrupted; rerun the same file to resume", file=sys.stderr)
         return 1
     print(json.dumps({"ok": True, "value": output}, indent=2))
     return 0

@@ -64,7 +64,9 @@ class ImportBinding:
     workspace: str
     principal: str
     purpose_ref: str
-    session: str  # links the lines' audit entries to the operator's run (session_ref)
+    # Every line's audit entries carry it (as session_ref); the CLI uses the session of the
+    # operator's `admin:import` entry, so an auditor finds a run's lines from that entry.
+    session: str
 
 
 @dataclass
@@ -125,8 +127,9 @@ class Importer:
         outcomes: list[str] = []
         try:
             with database.transaction() as tx:
-                self._look_ahead(tx, batch, chunk)
-                outcomes = [self._line(tx, batch, number, text) for number, text in chunk]
+                lines = [(number, _decoded(text)) for number, text in chunk]
+                self._look_ahead(tx, batch, lines)
+                outcomes = [self._line(tx, batch, number, raw) for number, raw in lines]
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
         except BaseException:
@@ -137,13 +140,12 @@ class Importer:
         # Accept and reject end the candidate: carry out the promised key destructions.
         item_keys.after_commit(self._context(ADMIT, "end"), batch.ended)
 
-    def _look_ahead(self, tx: Transaction, batch: _Batch, chunk: list[tuple[int, str]]) -> None:
+    def _look_ahead(self, tx: Transaction, batch: _Batch, lines: list[tuple[int, object]]) -> None:
         """Ask once for the batch what each line would ask the store: which of its keys hold
         a result, and whether the forget guard can match at all. A key found without one
         (and not written by the batch since) is looked up no further (`_stored`)."""
         ctx = self._context(CAPTURE, "look-ahead")
-        for _, text in chunk:
-            arguments = _decoded(text)
+        for _, arguments in lines:
             key = arguments.get("idempotency_key") if isinstance(arguments, dict) else None
             if isinstance(key, str):
                 batch.queried.add(steps.idempotency_key_digest(key))
@@ -219,12 +221,12 @@ class Importer:
         )
         return CallContext(self.services, invocation, tool, now_ms)
 
-    def _line(self, tx: Transaction, batch: _Batch, number: int, text: str) -> str:
+    def _line(self, tx: Transaction, batch: _Batch, number: int, raw: object) -> str:
         """Capture then admit one line in `tx`; returns the line's outcome for the summary."""
         ctx = self._context(CAPTURE, f"line-{number}:capture")
         audit = CallAudit()
         try:
-            parsed = parse_call(ctx, audit, _decoded(text))
+            parsed = parse_call(ctx, audit, raw)
             mutation, authz = capture.guard(ctx, audit, parsed, None)
             mutation, replay = self._stored(tx, ctx, batch, mutation)
             if replay is None:
