@@ -39,7 +39,7 @@ from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import bulk_reads, key_intents, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.database import CommitOutcomeUnknown, Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
 
@@ -132,8 +132,12 @@ class Importer:
                 outcomes = [self._line(tx, batch, number, raw) for number, raw in lines]
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
-        except BaseException:
-            if database.commits_on_this_thread() == commits_before:
+        except BaseException as exc:
+            # As `item_keys.fresh_key`: keys of a batch that certainly did not commit are
+            # orphans, shredded now; after an unknown COMMIT they stay for the start-up sweep,
+            # which keeps every key a committed row owns.
+            committed = database.commits_on_this_thread() > commits_before
+            if not committed and not isinstance(exc, CommitOutcomeUnknown):
                 self._discard_keys(batch)
             raise
         self.counts.update(outcomes)
@@ -191,7 +195,7 @@ class Importer:
             ToolError: DIGEST_CONFLICT when the key is bound to another operation.
         """
         digest = mutation.key_digest
-        if digest in batch.queried and digest not in batch.known | batch.written:
+        if digest in batch.queried and digest not in batch.known and digest not in batch.written:
             mutation = mutation.absent_in(tx)  # nothing has committed since the look-ahead
         return mutation, steps.stored_result(tx, ctx, mutation)
 
