@@ -219,6 +219,9 @@ def main() -> int:
     parser.add_argument("--corpus", required=True, help="JSONL of capture arguments")
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument(
+        "--corpus-command", default="", help="how the corpus was made, for the report"
+    )
     args = parser.parse_args()
     corpus, out = Path(args.corpus), Path(args.out)
     command = f"python -m bench.import_speed --corpus {corpus.name} --batch {args.batch}"
@@ -233,7 +236,12 @@ def main() -> int:
             engine.close()
         _say(f"floor {floor}")
         run = _run_cli(corpus, work, args.batch)
-    meta: dict[str, str] = {**machine(), "command": command, "load_before": load_before}
+    meta: dict[str, str] = {
+        **machine(),
+        "command": command,
+        "corpus_command": args.corpus_command,
+        "load_before": load_before,
+    }
     result: dict[str, Any] = {
         "meta": meta,
         "run": run,
@@ -249,6 +257,7 @@ def main() -> int:
         f"`{command}` on {meta['machine']}, Python {meta['python']}, "
         f"{meta['date']}; {load_before} before, {result['load_after']} after.",
         "",
+        *([f"Corpus: `{args.corpus_command}`.", ""] if args.corpus_command else []),
         "| measure | value |",
         "|---|---|",
         f"| lines | {lines} ({json.dumps(run['summary'])}) |",
