@@ -1,4 +1,4 @@
-"""`engram-memory serve | demo | policy | audit | host | admin`.
+"""`engram-memory serve | demo | policy | audit | host | admin | import`.
 
 Configuration problems print one line naming the problem and exit 2, before anything is
 written. Nothing here prints secrets, keys or memory content.
@@ -132,6 +132,12 @@ def _admin(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _import(args: argparse.Namespace) -> int:
+    from engram_memory.bulk.import_cli import run
+
+    return run(args)
+
+
 def _host(args: argparse.Namespace) -> int:
     from engram_memory.admin.host_cli import run
 
@@ -209,12 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     from engram_memory.admin.admin_cli import add_parser as add_admin
     from engram_memory.admin.audit_cli import add_parser as add_audit
     from engram_memory.admin.host_cli import add_parser as add_host
+    from engram_memory.bulk.import_cli import add_parser as add_import
     from engram_memory.policy.cli import add_parser as add_policy
 
     add_policy(sub).set_defaults(handler=_policy)
     add_audit(sub).set_defaults(handler=_audit)
     add_host(sub).set_defaults(handler=_host)
     add_admin(sub).set_defaults(handler=_admin)
+    add_import(sub).set_defaults(handler=_import)
     return parser
 
 

@@ -206,7 +206,12 @@ class KeyStore:
             yield state
             write_durably(self.directory / STATE_FILE, state.to_json().encode(), ".tmp")
 
-    def _current_state(self, root: RootKey) -> KeyState:
+    def current_state(self, root: RootKey) -> KeyState:
+        """The state new key files are wrapped under (recording `root` for the first key).
+
+        Raises:
+            KeyStoreUnavailable: it cannot be read or made durable.
+        """
         state = self.read_state()
         if state.root_id is None:
             # The first key of this store: record the root it is wrapped under.
@@ -233,7 +238,7 @@ class KeyStore:
         except OSError as exc:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
         with self.shard_lock(path.parent, exclusive=False):
-            state = self._current_state(root)
+            state = self.current_state(root)
             header = state.header_for(scope_tag(scope_ref))
             try:
                 blob = keyfile.wrap(root, header, name_digest(scope_ref, item_id), data_key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
@@ -49,6 +50,102 @@ def _decision_object(result: AdmissionResult) -> dict[str, JsonValue]:
     )
 
 
+@dataclass(frozen=True)
+class AdmissionSubject:
+    """The pending candidate an admission decides, its opened envelope and rebuilt record,
+    and whether its content matches a tombstoned record's (the forget guard)."""
+
+    candidate: memory.CandidateRow
+    envelope: dict[str, Any]
+    record: dict[str, JsonValue]
+    guard_hit: bool
+
+
+def read_subject(tx: Transaction, ctx: CallContext, candidate_id: str) -> AdmissionSubject:
+    """Read and open the pending candidate `candidate_id` of the bound scope in `tx`.
+
+    Raises:
+        ToolError: NOT_FOUND (unknown, foreign or not pending); BLOB_MISSING (its body or key
+            does not open); JOURNAL_CORRUPT (the rebuilt record differs); ALREADY_TERMINAL
+            (its record was tombstoned).
+    """
+    candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
+    if candidate is None or candidate.state != "pending":
+        raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
+    return subject_of(tx, ctx, candidate, steps.open_item(ctx, candidate_id, candidate.sealed_body))
+
+
+def subject_of(
+    tx: Transaction,
+    ctx: CallContext,
+    candidate: memory.CandidateRow,
+    envelope: dict[str, Any],
+    *,
+    tombstones: bool = True,
+) -> AdmissionSubject:
+    """The subject of a pending candidate whose envelope is open: its record rebuilt.
+
+    `tombstones` False says the caller knows the scope holds no tombstoned record (the bulk
+    import asks once per batch and never tombstones): neither tombstone check can hit then.
+
+    Raises:
+        ToolError: JOURNAL_CORRUPT when the rebuilt record differs; ALREADY_TERMINAL when its
+            record was tombstoned.
+    """
+    record = rebuild_record(envelope, candidate.capture_cursor)
+    if record["record_digest"] != candidate.record_digest:
+        raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
+    if not tombstones:
+        return AdmissionSubject(candidate, envelope, record, guard_hit=False)
+    existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
+    if existing is not None and existing.state == "tombstoned":
+        raise ToolError(ErrorCode.ALREADY_TERMINAL, "record already tombstoned")
+    guard_hit = memory.matches_tombstoned_content(
+        tx, ctx.scope_ref, candidate.payload_digest, candidate.guard_digest
+    )
+    return AdmissionSubject(candidate, envelope, record, guard_hit)
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    """What the admission policy decided, before the write transaction: the outcome
+    (`accept`, `reject`, `adjudication_required`), the decision object and, on accept, the
+    record's index entries (computed outside the writer's critical section)."""
+
+    mutation: steps.MutationKey
+    subject: AdmissionSubject
+    outcome: str
+    decision: dict[str, JsonValue]
+    index: indexing.RecordIndex | None
+
+    @property
+    def ends_candidate(self) -> bool:
+        """Accept and reject end the candidate: its pending key goes (SPEC §4.4)."""
+        return self.outcome != "adjudication_required"
+
+
+def decide(
+    ctx: CallContext, audit: CallAudit, mutation: steps.MutationKey, subject: AdmissionSubject
+) -> AdmissionPlan:
+    """Ask `engram.admission` about `subject`; the forget guard turns an accept of forgotten
+    content into adjudication.
+
+    Raises:
+        PolicyUnavailable / PolicyStale: the decider cannot answer.
+    """
+    result = ctx.services.decider.admission(
+        ctx.subject, _admission_candidate(subject.candidate, subject.envelope), ctx.now_ms
+    )
+    audit.decided(result.receipt)
+    outcome = result.decision
+    if outcome == "accept" and subject.guard_hit:
+        # Forgotten content may not come back silently: it looks exactly like adjudication.
+        outcome = "adjudication_required"
+    # Outside the writer's critical section: a large record's terms take long to key.
+    prepared = indexing.record_index(ctx, subject.record) if outcome == "accept" else None
+    return AdmissionPlan(mutation, subject, outcome, _decision_object(result), prepared)
+
+
 def request_admission(
     ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
 ) -> ToolOutcome:
@@ -62,62 +159,33 @@ def request_admission(
         if replay is not None:
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
         mutation = mutation.absent_in(tx)
-        candidate = memory.get_candidate(tx, ctx.scope_ref, candidate_id)
-        if candidate is None or candidate.state != "pending":
-            raise ToolError(ErrorCode.NOT_FOUND, "candidate unknown, foreign or not pending")
-        envelope = steps.open_item(ctx, candidate_id, candidate.sealed_body)
-        record = rebuild_record(envelope, candidate.capture_cursor)
-        if record["record_digest"] != candidate.record_digest:
-            raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
-        existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
-        if existing is not None and existing.state == "tombstoned":
-            raise ToolError(ErrorCode.ALREADY_TERMINAL, "record already tombstoned")
-        guard_hit = memory.matches_tombstoned_content(
-            tx, ctx.scope_ref, candidate.payload_digest, candidate.guard_digest
-        )
-
-    result = ctx.services.decider.admission(
-        ctx.subject, _admission_candidate(candidate, envelope), ctx.now_ms
-    )
-    audit.decided(result.receipt)
-    decision = _decision_object(result)
-    outcome = result.decision
-    if outcome == "accept" and guard_hit:
-        # Forgotten content may not come back silently: it looks exactly like adjudication.
-        outcome = "adjudication_required"
-    # Outside the writer's critical section: a large record's terms take long to key.
-    prepared = indexing.record_index(ctx, record) if outcome == "accept" else None
+        subject = read_subject(tx, ctx, candidate_id)
+    planned = decide(ctx, audit, mutation, subject)
     ctx.check_before_commit()
 
-    if outcome == "accept":
+    if planned.outcome == "accept":
+        record = subject.record
         # The record's key is durable before the transaction opens (core/item_keys.py).
         try:
             with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
                 sealed = key.seal(record)
-                assert prepared is not None  # computed above for every accept
+                assert planned.index is not None  # computed for every accept
                 # The postings commit on their own, outside the writer's lock (issue 7, item 6).
-                with indexing.staged_index(ctx, prepared) as staged:
-                    output = _commit(
-                        ctx, audit, candidate, record, decision, outcome, mutation, sealed, staged
-                    )
+                with indexing.staged_index(ctx, planned.index) as staged:
+                    output = _commit(ctx, audit, planned, sealed, staged)
         except ToolError as error:
             replay = steps.replay_after_race(ctx, mutation, error)
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
     else:
-        output = _commit(ctx, audit, candidate, record, decision, outcome, mutation, None, None)
-    # Accept and reject end the candidate: its pending key goes (SPEC §4.4).
-    item_keys.after_commit(ctx, [] if outcome == "adjudication_required" else [candidate_id])
+        output = _commit(ctx, audit, planned, None, None)
+    item_keys.after_commit(ctx, [candidate_id] if planned.ends_candidate else [])
     return ToolOutcome.succeeded(output, audit)
 
 
 def _commit(
     ctx: CallContext,
     audit: CallAudit,
-    candidate: memory.CandidateRow,
-    record: dict[str, JsonValue],
-    decision: dict[str, JsonValue],
-    outcome: str,
-    mutation: steps.MutationKey,
+    planned: AdmissionPlan,
     sealed_record: bytes | None,
     prepared: indexing.RecordIndex | indexing.StagedIndex | None,
 ) -> dict[str, JsonValue]:
@@ -126,30 +194,50 @@ def _commit(
     with ctx.services.database.transaction() as tx:
         # A racing call with the same key may have committed since the read above; writes
         # are serialized, so its stored result is final here and is replayed, never refused.
-        replay = steps.stored_result(tx, ctx, mutation)
+        replay = steps.stored_result(tx, ctx, planned.mutation)
         if replay is not None:
             return {**replay, "replayed": True}
-        current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
-        if current is None or current.state != "pending":
-            raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
-        if outcome == "adjudication_required":
-            outcome_body = _pending_outcome(candidate, decision)
-        else:
-            outcome_body = _commit_decision(
-                tx,
-                ctx,
-                audit,
-                candidate,
-                record,
-                decision,
-                outcome,
-                mutation,
-                sealed_record,
-                prepared,
-            )
-        output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
-        steps.remember_result(tx, ctx, mutation, output)
+        output = write(tx, ctx, audit, planned, sealed_record, prepared)
         steps.audit_in_transaction(tx, ctx, audit)
+    return output
+
+
+def write(
+    tx: Transaction,
+    ctx: CallContext,
+    audit: CallAudit,
+    planned: AdmissionPlan,
+    sealed_record: bytes | None,
+    prepared: indexing.RecordIndex | indexing.StagedIndex | None,
+) -> dict[str, JsonValue]:
+    """The admission's writes in `tx`: the decision (if it ends the candidate) and the
+    idempotency result; the caller found the key new in `tx` and writes the audit entry.
+
+    Raises:
+        ToolError: NOT_FOUND when the candidate is no longer pending in `tx`;
+            ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
+    """
+    candidate = planned.subject.candidate
+    current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
+    if current is None or current.state != "pending":
+        raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
+    if planned.outcome == "adjudication_required":
+        outcome_body = _pending_outcome(candidate, planned.decision)
+    else:
+        outcome_body = _commit_decision(
+            tx,
+            ctx,
+            audit,
+            candidate,
+            planned.subject.record,
+            planned.decision,
+            planned.outcome,
+            planned.mutation,
+            sealed_record,
+            prepared,
+        )
+    output: dict[str, JsonValue] = {"outcome": outcome_body, "replayed": False}
+    steps.remember_result(tx, ctx, planned.mutation, output)
     return output
 
 

@@ -1,8 +1,15 @@
-"""`engram_memory_capture`: submit a pending, sealed candidate (SPEC §4.3)."""
+"""`engram_memory_capture`: submit a pending, sealed candidate (SPEC §4.3).
+
+The call is split so that the bulk import (admin/importing.py) runs the same steps: `guard`
+(time rules, gate, authorization, idempotency identity), `plan` (retention, reconciliation,
+the effective payload and its ids), and `write` (the rows, inside a write transaction the
+caller owns). The tool runs them with the key and transaction handling of a single call.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
@@ -20,7 +27,9 @@ from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.records import asserted_trust, build_record, effective_payload
 from engram_memory.core.runtime import CallContext
+from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
+from engram_memory.store.database import Transaction
 
 
 def _resolve_retention(
@@ -55,7 +64,7 @@ def _check_reconciliation(ctx: CallContext, audit: CallAudit, payload: Mapping[s
         raise ToolError(ErrorCode.UNAUTHORIZED, "reconciliation consent missing")
 
 
-def _duplicate(audit: CallAudit, replay: dict[str, JsonValue]) -> dict[str, JsonValue]:
+def duplicate(audit: CallAudit, replay: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """A replay answers with the first result's fields; nothing new is decided or written."""
     candidate_id = str(replay["candidate_id"])
     if candidate_id not in audit.target_ids:
@@ -63,25 +72,55 @@ def _duplicate(audit: CallAudit, replay: dict[str, JsonValue]) -> dict[str, Json
     return {**replay, "status": "duplicate_exact"}
 
 
-def capture(
+@dataclass(frozen=True)
+class CapturePlan:
+    """Everything a capture decided before its write transaction: the candidate to write."""
+
+    mutation: steps.MutationKey
+    candidate_id: str
+    effective: dict[str, Any]
+    evidence: Mapping[str, Any]
+    trust: dict[str, JsonValue]
+    authorization_digest: str
+
+    def envelope(self, ctx: CallContext) -> dict[str, JsonValue]:
+        """The candidate's sealed body (rebuilt into the record at admission)."""
+        return {
+            "schema_version": 1,
+            "payload": self.effective,
+            "evidence": dict(self.evidence),
+            "authorization_receipt_digest": self.authorization_digest,
+            "trust": self.trust,
+            "recorded_at": ctx.now_instant,
+        }
+
+
+def guard(
     ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
-) -> ToolOutcome:
-    """Run capture after schema validation; returns the output value with the audit facts.
+) -> tuple[steps.MutationKey, AuthzResult]:
+    """The capture-time rules, then the mutation's gate, authorization and idempotency
+    identity (SPEC §1.8 order).
 
     Raises:
-        ToolError / ProtocolRefusal: per SPEC §4.3 and the processing order of §1.8.
+        ToolError / ProtocolRefusal: per SPEC §4.3 and §1.8.
+    """
+    check_capture_time_rules(parsed.model, ctx.now_ms)
+    return steps.guard_mutation(ctx, audit, parsed, confirmation, target=None)
+
+
+def plan(
+    ctx: CallContext,
+    audit: CallAudit,
+    parsed: ParsedArguments,
+    mutation: steps.MutationKey,
+    authz: AuthzResult,
+) -> CapturePlan:
+    """The capture's own decisions (retention, reconciliation) and the candidate they make.
+
+    Raises:
+        ToolError: UNAUTHORIZED when retention or reconciliation is refused.
     """
     args = parsed.arguments
-    check_capture_time_rules(parsed.model, ctx.now_ms)
-    mutation, authz = steps.guard_mutation(ctx, audit, parsed, confirmation, target=None)
-    # SPEC §1.8: idempotency before the operation's own decisions, so a replay decides
-    # nothing new; read on a snapshot, outside the writer's lock.
-    with ctx.services.database.reading() as tx:
-        replay = steps.stored_result(tx, ctx, mutation)
-        mutation = mutation.absent_in(tx)
-    if replay is not None:
-        return ToolOutcome.succeeded(_duplicate(audit, replay), audit)
-
     payload: Mapping[str, Any] = args["payload"]
     expires_at = _resolve_retention(ctx, audit, payload)
     _check_reconciliation(ctx, audit, payload)
@@ -93,102 +132,121 @@ def capture(
     trust = asserted_trust(
         str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
     )
-    authorization_digest = authz.decision.receipt.receipt_digest
+    return CapturePlan(
+        mutation=mutation,
+        candidate_id=candidate_id,
+        effective=effective,
+        evidence=evidence,
+        trust=trust,
+        authorization_digest=authz.decision.receipt.receipt_digest,
+    )
+
+
+def capture(
+    ctx: CallContext, audit: CallAudit, parsed: ParsedArguments, confirmation: object
+) -> ToolOutcome:
+    """Run capture after schema validation; returns the output value with the audit facts.
+
+    Raises:
+        ToolError / ProtocolRefusal: per SPEC §4.3 and the processing order of §1.8.
+    """
+    mutation, authz = guard(ctx, audit, parsed, confirmation)
+    # SPEC §1.8: idempotency before the operation's own decisions, so a replay decides
+    # nothing new; read on a snapshot, outside the writer's lock.
+    with ctx.services.database.reading() as tx:
+        replay = steps.stored_result(tx, ctx, mutation)
+        mutation = mutation.absent_in(tx)
+    if replay is not None:
+        return ToolOutcome.succeeded(duplicate(audit, replay), audit)
+    planned = plan(ctx, audit, parsed, mutation, authz)
     ctx.check_before_commit()
 
     # The key is durable before the transaction opens; a failed transaction leaves an orphan
     # key, which `fresh_key` removes (core/item_keys.py).
     try:
-        with item_keys.fresh_key(ctx, candidate_id) as key:
-            output = _commit(
-                ctx, audit, mutation, key, effective, evidence, trust, authorization_digest
-            )
+        with item_keys.fresh_key(ctx, planned.candidate_id) as key:
+            # Sealed before the transaction: the body does not depend on anything it allocates.
+            sealed = key.seal(planned.envelope(ctx))
+            with ctx.services.database.transaction() as tx:
+                # Writes are serialized: a racing same-key call that committed first is final.
+                replay = steps.stored_result(tx, ctx, mutation)
+                if replay is not None:
+                    output = duplicate(audit, replay)
+                else:
+                    output = write(tx, ctx, audit, planned, sealed).output
+                    steps.audit_in_transaction(tx, ctx, audit)
     except ToolError as error:
         replay = steps.replay_after_race(ctx, mutation, error)
-        return ToolOutcome.succeeded(_duplicate(audit, replay), audit)
+        return ToolOutcome.succeeded(duplicate(audit, replay), audit)
     item_keys.after_commit(ctx)
     return ToolOutcome.succeeded(output, audit)
 
 
-def _commit(
-    ctx: CallContext,
-    audit: CallAudit,
-    mutation: steps.MutationKey,
-    key: item_keys.FreshKey,
-    effective: dict[str, Any],
-    evidence: Mapping[str, Any],
-    trust: dict[str, JsonValue],
-    authorization_digest: str,
-) -> dict[str, JsonValue]:
-    """The capture's one write transaction: event, sealed candidate, result, audit entry."""
-    candidate_id = key.item_id
-    # Sealed before the transaction: the body does not depend on anything it allocates.
-    sealed = key.seal(
-        {
-            "schema_version": 1,
-            "payload": effective,
-            "evidence": dict(evidence),
-            "authorization_receipt_digest": authorization_digest,
-            "trust": trust,
-            "recorded_at": ctx.now_instant,
-        }
+@dataclass(frozen=True)
+class WrittenCapture:
+    """What `write` put in the transaction: the answer, the candidate row, its record."""
+
+    output: dict[str, JsonValue]
+    candidate: memory.CandidateRow
+    record: dict[str, JsonValue]
+
+
+def write(
+    tx: Transaction, ctx: CallContext, audit: CallAudit, planned: CapturePlan, sealed: bytes
+) -> WrittenCapture:
+    """The capture's writes in `tx` (its event, sealed candidate and result); the caller has
+    found the key new in `tx` and writes the call's audit entry after this.
+
+    Raises:
+        StoreUnavailable: a statement failed (the caller's transaction rolls back).
+    """
+    candidate_id = planned.candidate_id
+    cursor = journal.head(tx, ctx.scope_ref)[0] + 1
+    record = build_record(
+        planned.effective,
+        recorded_at=ctx.now_instant,
+        recorded_cursor=str(cursor),
+        authorization_receipt_digest=planned.authorization_digest,
+        trust=planned.trust,
     )
-    with ctx.services.database.transaction() as tx:
-        # Writes are serialized: a racing same-key call that committed first is final here.
-        replay = steps.stored_result(tx, ctx, mutation)
-        if replay is not None:
-            return _duplicate(audit, replay)
-        cursor = journal.head(tx, ctx.scope_ref)[0] + 1
-        record = build_record(
-            effective,
-            recorded_at=ctx.now_instant,
-            recorded_cursor=str(cursor),
-            authorization_receipt_digest=authorization_digest,
-            trust=trust,
-        )
-        event = journal.append(
-            tx,
-            ctx.scope_ref,
-            event_id=f"capture:{candidate_id}",
-            # The candidate id derives from the idempotency key, found new just above.
-            unique=True,
-            operation="capture",
-            target_id=candidate_id,
-            fields={
-                "digests": {
-                    "payload_digest": record["payload_digest"],
-                    "record_digest": record["record_digest"],
-                },
-                "recorded_at": ctx.now_instant,
-                "principal_ref": ctx.principal_ref,
-                "authorization_receipt_digest": authorization_digest,
+    event = journal.append(
+        tx,
+        ctx.scope_ref,
+        event_id=f"capture:{candidate_id}",
+        # The candidate id derives from the idempotency key, found new by the caller.
+        unique=True,
+        operation="capture",
+        target_id=candidate_id,
+        fields={
+            "digests": {
+                "payload_digest": record["payload_digest"],
+                "record_digest": record["record_digest"],
             },
-        )
-        memory.insert_candidate(
-            tx,
-            ctx.scope_ref,
-            memory.CandidateRow(
-                candidate_id=candidate_id,
-                state="pending",
-                principal_ref=ctx.principal_ref,
-                payload_digest=str(record["payload_digest"]),
-                guard_digest=guard_digest(effective),
-                record_digest=str(record["record_digest"]),
-                record_id=str(record["record_id"]),
-                capture_cursor=event.cursor,
-                sealed_body=sealed,
-            ),
-            ctx.now_ms,
-        )
-        output: dict[str, JsonValue] = {
-            "status": "committed_pending",
-            "candidate_id": candidate_id,
-            "record_digest": record["record_digest"],
-            "cursor": event.cursor_text,
-            "transaction_receipt_digest": steps.transaction_receipt_digest(
-                ctx, audit, mutation, event.event_hash, event.cursor_text
-            ),
-        }
-        steps.remember_result(tx, ctx, mutation, output)
-        steps.audit_in_transaction(tx, ctx, audit)
-    return output
+            "recorded_at": ctx.now_instant,
+            "principal_ref": ctx.principal_ref,
+            "authorization_receipt_digest": planned.authorization_digest,
+        },
+    )
+    candidate = memory.CandidateRow(
+        candidate_id=candidate_id,
+        state="pending",
+        principal_ref=ctx.principal_ref,
+        payload_digest=str(record["payload_digest"]),
+        guard_digest=guard_digest(planned.effective),
+        record_digest=str(record["record_digest"]),
+        record_id=str(record["record_id"]),
+        capture_cursor=event.cursor,
+        sealed_body=sealed,
+    )
+    memory.insert_candidate(tx, ctx.scope_ref, candidate, ctx.now_ms)
+    output: dict[str, JsonValue] = {
+        "status": "committed_pending",
+        "candidate_id": candidate_id,
+        "record_digest": record["record_digest"],
+        "cursor": event.cursor_text,
+        "transaction_receipt_digest": steps.transaction_receipt_digest(
+            ctx, audit, planned.mutation, event.event_hash, event.cursor_text
+        ),
+    }
+    steps.remember_result(tx, ctx, planned.mutation, output)
+    return WrittenCapture(output, candidate, record)

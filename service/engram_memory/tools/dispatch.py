@@ -75,6 +75,36 @@ def _never_store_detector(patterns: tuple[str, ...]) -> SecretDetector:
         raise PolicyUnavailable("never-store pattern does not compile") from exc
 
 
+def discover(ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
+    """The tools and never-store shapes policy shows this binding; the receipt goes to `audit`.
+
+    Raises:
+        PolicyUnavailable / PolicyStale: the decider cannot answer.
+    """
+    result = ctx.services.decider.discovery(ctx.subject, ctx.services.settings.host_memory_enabled)
+    audit.decided(result.decision)
+    return result
+
+
+def parse_call(ctx: CallContext, audit: CallAudit, raw_arguments: object) -> ParsedArguments:
+    """The steps of SPEC §1.8 before a tool's own: visibility, purpose binding, schema and
+    secrets. Shared by every call and the bulk import (admin/importing.py).
+
+    Raises:
+        ProtocolRefusal: the tool is not visible (-32602) or the purpose differs (-32603).
+        ToolError: INVALID_SCHEMA / INVALID_DIGEST for the arguments.
+        PolicyUnavailable / PolicyStale: the decider cannot answer.
+    """
+    discovery = discover(ctx, audit)
+    if ctx.tool not in discovery.visible_tools:
+        raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
+    tool = ToolName(ctx.tool)
+    arguments = decode_arguments(raw_arguments)
+    check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
+    detector = _never_store_detector(discovery.never_store_patterns)
+    return validate_arguments(tool, arguments, detector=detector)
+
+
 @dataclass(frozen=True)
 class CallRequest:
     tool: str
@@ -102,11 +132,7 @@ class MemoryService:
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
 
     def _discover(self, ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
-        result = self.services.decider.discovery(
-            ctx.subject, self.services.settings.host_memory_enabled
-        )
-        audit.decided(result.decision)
-        return result
+        return discover(ctx, audit)
 
     def list_tools(self, invocation_token: object) -> list[ToolSpec]:
         """The tools this binding may see (deny-as-missing).
@@ -180,14 +206,7 @@ class MemoryService:
         carrying the audit facts gathered until then."""
         commits_before = self.services.database.commits_on_this_thread()
         try:
-            discovery = self._discover(ctx, audit)
-            if request.tool not in discovery.visible_tools:
-                raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
-            tool = ToolName(request.tool)
-            arguments = decode_arguments(request.arguments)
-            check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
-            detector = _never_store_detector(discovery.never_store_patterns)
-            parsed = validate_arguments(tool, arguments, detector=detector)
+            parsed = parse_call(ctx, audit, request.arguments)
             ctx.check_still_wanted()
             return _HANDLERS[request.tool](ctx, audit, parsed, request.confirmation_token)
         except (ProtocolRefusal, ToolError) as refusal:

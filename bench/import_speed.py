@@ -1,0 +1,285 @@
+"""`engram-memory import` throughput: lines/s loading a corpus, beside the floor of the run.
+
+Usage: .venv/bin/python -m bench.import_speed --corpus FILE [--batch 500] [--out DIR]
+
+The corpus is the import's JSONL (e.g. `python -m bench.corpus --records 10000 --out FILE`).
+Runs the real CLI (`engram-memory import`, embedded engine, fresh data directory) and keeps
+each progress line with its time, then `audit verify`. The floor, measured in the same run:
+DuckDB `SELECT 1` and a one-row INSERT on the store, one embedded policy decision, and how
+many statements and policy decisions one line costs (counted in-process over the corpus's
+first 200 lines). Writes `import_speed.{json,md,png}`; progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.report import RESULTS, machine, machine_load, percentile
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.bulk.import_cli import numbered_lines
+from engram_memory.bulk.importer import ImportBinding, Importer
+from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
+from engram_memory.host.keys import HostKeyring
+from engram_memory.policy.decider import PolicyDecider, Subject
+from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.store.database import Database
+from engram_memory.store.transaction import Transaction
+
+# The shipped policy's globex/main (as bench/search_engram.py): carol is its steward, gina
+# holds `maintain`, and admission accepts `evidence:ticket/` whatever the component kinds.
+BINDING = ("globex", "main", "user:carol", "purpose:support-case")
+OPERATOR = "human:gina"
+_PROGRESS = re.compile(r"^import: (\d+)/(\d+) lines committed")
+_COUNTED = ("execute", "executemany", "fetchall", "fetchone")
+
+
+def _say(text: str) -> None:
+    print(f"import_speed: {text}", file=sys.stderr, flush=True)
+
+
+def _run_cli(corpus: Path, work: Path, batch: int) -> dict[str, Any]:
+    root, _, public = init_host_dir(work / "secrets")
+    data = work / "data"
+    env = {
+        **os.environ,
+        "ENGRAM_DATA_DIR": str(data),
+        "ENGRAM_ROOT_KEY": str(root),
+        "ENGRAM_HOST_KEYS": str(public),
+    }
+    tenant, workspace, principal, purpose = BINDING
+    command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", tenant]
+    command += ["--workspace", workspace, "--principal", principal, "--purpose", purpose]
+    command += ["--operator", OPERATOR, "--batch", str(batch), str(corpus)]
+    points: list[tuple[float, int]] = [(0.0, 0)]
+    started = time.monotonic()
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stderr is not None
+        assert process.stdout is not None
+        for line in process.stderr:
+            match = _PROGRESS.match(line)
+            if match:
+                points.append((time.monotonic() - started, int(match.group(1))))
+                _say(line.strip())
+        output = process.stdout.read()
+    elapsed = time.monotonic() - started
+    verify = [sys.executable, "-m", "engram_memory.cli", "audit", "verify", "--data-dir"]
+    verified = subprocess.run(
+        [*verify, str(data), "--root-key", str(root)], env=env, capture_output=True, text=True
+    )
+    size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
+    summary = json.loads(output)["value"] if process.returncode == 0 else {}
+    lines = int(summary.get("lines", 0))
+    return {
+        "exit": process.returncode,
+        "summary": summary,
+        "seconds": round(elapsed, 2),
+        "lines_per_s": round(lines / elapsed, 2) if elapsed else 0.0,
+        "progress": points,
+        "audit_verify": verified.stdout.strip() or verified.stderr.strip(),
+        "data_dir_bytes_per_line": round(size / lines) if lines else 0,
+    }
+
+
+def _timed(action: Callable[[], object], rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        action()
+        samples.append((time.perf_counter() - start) * 1000)
+    return round(percentile(samples, 0.5), 3)
+
+
+def _floor(corpus: Path, work: Path, engine: EmbeddedWasmEngine) -> dict[str, Any]:
+    """Per-statement and per-decision costs, and what one line spends of each."""
+    data = work / "floor"
+    services = Services(
+        database=Database.open(data),
+        keys=KeyStore(data / KEYS_DIRECTORY),
+        decider=PolicyDecider(engine, engine.identity, lambda: time.time_ns() // 1_000_000),
+        root_key=RootKey(os.urandom(32)),
+        host_keys=HostKeyring({}),
+        settings=ServiceSettings(host_memory_enabled=True),
+    )
+    counts = {"statements": 0, "decisions": 0}
+    spent = {"statements": 0.0, "decisions": 0.0}
+    originals = {name: getattr(Transaction, name) for name in _COUNTED}
+    decide = PolicyDecider._decide
+
+    def counted(name: str) -> Callable[..., Any]:
+        def wrapper(self: Transaction, *args: Any, **kwargs: Any) -> Any:
+            counts["statements"] += 1
+            start = time.perf_counter()
+            try:
+                return originals[name](self, *args, **kwargs)
+            finally:
+                spent["statements"] += time.perf_counter() - start
+
+        return wrapper
+
+    def counted_decision(self: PolicyDecider, *args: Any, **kwargs: Any) -> Any:
+        counts["decisions"] += 1
+        start = time.perf_counter()
+        try:
+            return decide(self, *args, **kwargs)
+        finally:
+            spent["decisions"] += time.perf_counter() - start
+
+    lines = list(numbered_lines(corpus))[:200]
+    tenant, workspace, principal, purpose = BINDING
+    binding = ImportBinding(tenant, workspace, principal, purpose, "import:floor")
+    for name in _COUNTED:
+        setattr(Transaction, name, counted(name))
+    PolicyDecider._decide = counted_decision  # type: ignore[method-assign]
+    started = time.perf_counter()
+    try:
+        Importer(services, binding, lambda _line: None).run(iter(lines), len(lines), 500)
+    finally:
+        for name, original in originals.items():
+            setattr(Transaction, name, original)
+        PolicyDecider._decide = decide  # type: ignore[method-assign]
+    agents = iter(range(10**9))
+
+    def one_decision() -> object:
+        # A new agent id each time: the decider remembers answers to identical inputs.
+        subject = Subject(
+            tenant=tenant,
+            workspace=workspace,
+            principal=principal,
+            agent_id=f"agent:bench-{next(agents)}",
+            purpose_ref=purpose,
+            host_id="host:bench",
+        )
+        return services.decider.authz(subject, "engram_memory_capture")
+
+    total = time.perf_counter() - started
+    floor = {
+        "in_process_lines_per_s": round(len(lines) / total, 1),
+        "ms_per_line_in_statements": round(spent["statements"] * 1000 / len(lines), 2),
+        "ms_per_line_in_policy": round(spent["decisions"] * 1000 / len(lines), 2),
+        "ms_per_line_total": round(total * 1000 / len(lines), 2),
+        "statements_per_line": round(counts["statements"] / len(lines), 1),
+        "policy_decisions_per_line": round(counts["decisions"] / len(lines), 1),
+        "duckdb_select_1_ms_p50": 0.0,
+        "duckdb_one_row_insert_ms_p50": 0.0,
+        "policy_decision_ms_p50": _timed(one_decision, 200),
+    }
+    serial = iter(range(10**9))
+    with services.database.transaction() as tx:
+        floor["duckdb_select_1_ms_p50"] = _timed(lambda: tx.fetchone("SELECT 1"), 300)
+        floor["duckdb_one_row_insert_ms_p50"] = _timed(
+            lambda: tx.execute(
+                "INSERT INTO consumed_confirmations (jti, scope_ref, tool, consumed_at_ms)"
+                " VALUES (?, 'bench', 'bench', 0)",
+                [f"bench-{next(serial)}"],
+            ),
+            300,
+        )
+        tx.execute("DELETE FROM consumed_confirmations WHERE scope_ref = 'bench'")
+    services.database.close()
+    return floor
+
+
+def _plot(progress: list[tuple[float, int]], title: str, target: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    seconds = [p[0] for p in progress]
+    ax.plot(seconds, [p[1] for p in progress], marker=".", label="measured")
+    goal = [s * 100_000 / 600 for s in seconds]  # 100k lines in 10 minutes
+    ax.plot(seconds, goal, linestyle="--", label="goal: 100k lines in 10 min (167 lines/s)")
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("lines committed")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(target, dpi=120)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--corpus", required=True, help="JSONL of capture arguments")
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument(
+        "--corpus-command", default="", help="how the corpus was made, for the report"
+    )
+    args = parser.parse_args()
+    corpus, out = Path(args.corpus), Path(args.out)
+    command = f"python -m bench.import_speed --corpus {corpus.name} --batch {args.batch}"
+    load_before = machine_load()
+    with tempfile.TemporaryDirectory(prefix="import-speed-") as scratch:
+        work = Path(scratch)
+        _say("measuring the floor")
+        engine = EmbeddedWasmEngine()
+        try:
+            floor = _floor(corpus, work, engine)
+        finally:
+            engine.close()
+        _say(f"floor {floor}")
+        run = _run_cli(corpus, work, args.batch)
+    meta: dict[str, str] = {
+        **machine(),
+        "command": command,
+        "corpus_command": args.corpus_command,
+        "load_before": load_before,
+    }
+    result: dict[str, Any] = {
+        "meta": meta,
+        "run": run,
+        "floor": floor,
+        "load_after": machine_load(),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "import_speed.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = int(run["summary"].get("lines", 0))
+    markdown = [
+        "# engram-memory import throughput",
+        "",
+        f"`{command}` on {meta['machine']}, Python {meta['python']}, "
+        f"{meta['date']}; {load_before} before, {result['load_after']} after.",
+        "",
+        *([f"Corpus: `{args.corpus_command}`.", ""] if args.corpus_command else []),
+        "| measure | value |",
+        "|---|---|",
+        f"| lines | {lines} ({json.dumps(run['summary'])}) |",
+        f"| wall time | {run['seconds']} s |",
+        f"| throughput | {run['lines_per_s']} lines/s (goal: 167, i.e. 100k in 10 min) |",
+        f"| data directory per line | {run['data_dir_bytes_per_line']} bytes |",
+        f"| audit verify | {run['audit_verify']} |",
+        f"| in-process, first 200 lines: lines/s | {floor['in_process_lines_per_s']} |",
+        f"| in-process: ms per line (total / in DuckDB statements / in policy decisions) | "
+        f"{floor['ms_per_line_total']} / {floor['ms_per_line_in_statements']} / "
+        f"{floor['ms_per_line_in_policy']} |",
+        f"| floor: statements per line | {floor['statements_per_line']} |",
+        f"| floor: policy decisions per line | {floor['policy_decisions_per_line']} |",
+        f"| floor: DuckDB `SELECT 1` p50 | {floor['duckdb_select_1_ms_p50']} ms |",
+        f"| floor: DuckDB one-row INSERT p50 | {floor['duckdb_one_row_insert_ms_p50']} ms |",
+        f"| floor: one policy decision p50 | {floor['policy_decision_ms_p50']} ms |",
+    ]
+    (out / "import_speed.md").write_text("\n".join(markdown) + "\n")
+    _plot(run["progress"], f"import of {lines} lines, batch {args.batch}", out / "import_speed.png")
+    _say(f"wrote {out}/import_speed.{{json,md,png}}")
+    return 0 if run["exit"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
