@@ -11,6 +11,7 @@ and the data directory's bytes per record. Embedded policy engine; fsync and eve
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -65,7 +66,10 @@ class EngramSetup:
     def create(cls, workdir: Path) -> EngramSetup:
         root_key, signing_key, public_keys = init_host_dir(workdir / "secrets")
         data_dir = workdir / "data"
-        return cls(data_dir, signing_key, server_env(data_dir, root_key, public_keys))
+        # The server and the import run the code this process runs, also when PYTHONPATH
+        # points at another tree (server_env passes nothing else of our environment).
+        extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+        return cls(data_dir, signing_key, server_env(data_dir, root_key, public_keys, **extra))
 
 
 def has_import_command() -> bool:

@@ -89,8 +89,33 @@ def _basic_memory(
     return {"loading": loading, "search stdio": measured.pop("search"), **measured}
 
 
+class LoadingBudget:
+    """Basic Memory's loading time, shared across sizes (its indexing is slow): a size is
+    not tried when the rate measured at a smaller size says it cannot finish in what is
+    left, and a load still running when the budget ends is stopped."""
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+        self.rate: float | None = None  # records per second at the last completed size
+
+    def refusal(self, size: int) -> str | None:
+        """Why `size` is not tried, or None."""
+        if self.left <= 0:
+            return "its loading budget was spent at smaller sizes"
+        if self.rate and size / self.rate > self.left:
+            return (
+                f"not reached: at its measured {self.rate:.1f} records/s, {size} records "
+                f"need ~{size / self.rate:.0f} s, {self.left:.0f} s of the budget are left"
+            )
+        return None
+
+    def spent(self, size: int, seconds: float) -> None:
+        self.left -= seconds
+        self.rate = size / max(seconds, 1e-9)
+
+
 def run_size(
-    workdir: Path, size: int, args: argparse.Namespace, budget: dict[str, float]
+    workdir: Path, size: int, args: argparse.Namespace, budget: LoadingBudget
 ) -> dict[str, Any]:
     """Every selected system at one size, on one corpus and one query list."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -110,17 +135,17 @@ def run_size(
         except Unavailable as reason:
             result["skipped"]["reference"] = log_unavailable("reference memory server", reason)
     if "basic-memory" in args.systems:
-        if budget["basic-memory"] <= 0:
-            result["skipped"]["basic-memory"] = "its loading budget was spent at smaller sizes"
+        reason = budget.refusal(size)
+        if reason:
+            result["skipped"]["basic-memory"] = log_unavailable("basic memory", Unavailable(reason))
         else:
             start = time.perf_counter()
             try:
-                result["basic-memory"] = _basic_memory(
-                    workdir, corpus, texts, budget["basic-memory"]
-                )
-            except Unavailable as reason:
-                result["skipped"]["basic-memory"] = log_unavailable("basic memory", reason)
-            budget["basic-memory"] -= time.perf_counter() - start
+                result["basic-memory"] = _basic_memory(workdir, corpus, texts, budget.left)
+                budget.spent(size, result["basic-memory"]["loading"]["seconds"])
+            except Unavailable as failure:
+                result["skipped"]["basic-memory"] = log_unavailable("basic memory", failure)
+                budget.spent(size, time.perf_counter() - start)
     corpus.unlink()
     return result
 
@@ -145,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     command = "python -m bench.search_scale " + " ".join(sys.argv[1:] if argv is None else argv)
     load_before = machine_load()
-    budget = {"basic-memory": args.basic_memory_budget}
+    budget = LoadingBudget(args.basic_memory_budget)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="engram-search-scale-") as tmp:
         for size in sizes:
