@@ -44,11 +44,12 @@ from bench.stdio_probe import (
 CACHE = Path(os.environ.get("ENGRAM_BENCH_CACHE", Path.home() / ".cache/engram-memory/bench"))
 REFERENCE_PACKAGE, REFERENCE_VERSION = "@modelcontextprotocol/server-memory", "2026.8.31"
 BASIC_MEMORY_VERSION = "0.24.1"
+_PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 _PYTHONS = (
-    "python3.13",
+    str(_PYENV / "3.12.1" / "bin" / "python"),
+    str(_PYENV / "3.13.0" / "bin" / "python"),
     "python3.12",
-    "/root/.pyenv/versions/3.12.1/bin/python",
-    "/root/.pyenv/versions/3.13.0/bin/python",
+    "python3.13",
 )
 
 
@@ -159,10 +160,16 @@ class ReferenceServer:
 
 
 def _python_312() -> str:
-    """Raises: Unavailable: no Python >= 3.12 on this machine."""
+    """The first candidate that really runs as Python >= 3.12 (pyenv shims on PATH may
+    exist for versions that are not selected, and fail).
+
+    Raises:
+        Unavailable: no Python >= 3.12 on this machine.
+    """
+    check = "import sys; sys.exit(sys.version_info < (3, 12))"
     for candidate in _PYTHONS:
-        found = shutil.which(candidate) or (candidate if Path(candidate).is_file() else None)
-        if found:
+        found = shutil.which(candidate)
+        if found and subprocess.run([found, "-c", check], capture_output=True).returncode == 0:
             return found
     raise Unavailable("Basic Memory needs Python >= 3.12, none found")
 

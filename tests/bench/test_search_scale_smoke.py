@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-QUERIES = 40
+QUERIES = 30
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ def test_a_1k_run_reports_engram_the_floor_and_the_reference_server_for_every_qu
 ) -> None:
     print("Basic Memory not in the smoke: indexing 1k notes takes it minutes (full runs only)")
     command = [sys.executable, "-m", "bench.search_scale", "--sizes", "1000",
-               "--queries", str(QUERIES), "--gets", "20", "--systems", "engram,reference",
+               "--queries", str(QUERIES), "--gets", "10", "--systems", "engram,reference",
                "--out", str(tmp_path), "--name", "smoke"]  # fmt: skip
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
