@@ -57,20 +57,35 @@ class Unavailable(Exception):
     """A baseline cannot be installed or run here; the message is the printed reason."""
 
 
-def _run(command: Sequence[str], seconds: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    """Raises: Unavailable: the command failed or ran past `seconds`."""
-    try:
-        done = subprocess.run(
-            list(command), capture_output=True, text=True, timeout=seconds, check=False, **kwargs
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise Unavailable(f"{command[0]} {command[1]}: {type(exc).__name__}") from exc
-    if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise Unavailable(
-            f"{Path(command[0]).name} {command[1]} exited {done.returncode}: {tail[0]}"
-        )
-    return done
+def _run(
+    command: Sequence[str], seconds: float, log: Path, env: dict[str, str] | None = None
+) -> None:
+    """Run `command` with its output appended to `log`, a heartbeat on stderr every 30 s,
+    stopped (SIGKILL, this child only) once it has run `seconds`.
+
+    Raises:
+        Unavailable: it could not start, exited non-zero, or ran out of time.
+    """
+    name = f"{Path(command[0]).name} {command[1]}"
+    start = time.perf_counter()
+    with log.open("ab") as output:
+        try:
+            child = subprocess.Popen(list(command), stdout=output, stderr=output, env=env)
+        except OSError as exc:
+            raise Unavailable(f"{name} cannot start ({type(exc).__name__})") from exc
+        while True:
+            left = seconds - (time.perf_counter() - start)
+            try:
+                code = child.wait(timeout=max(0.1, min(30.0, left)))
+                break
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - start >= seconds:
+                    child.kill()
+                    child.wait()
+                    raise Unavailable(f"{name} not done after {seconds:.0f} s: stopped") from None
+                progress(f"      {name}: running for {time.perf_counter() - start:.0f} s")
+    if code != 0:
+        raise Unavailable(f"{name} exited {code} (its output: {log})")
 
 
 def entity_lines(corpus: Path) -> list[str]:
@@ -118,6 +133,7 @@ class ReferenceServer:
                 f"{REFERENCE_PACKAGE}@{REFERENCE_VERSION}",
             ],
             300,
+            prefix / "npm-install.log",
         )
 
     @property
@@ -186,7 +202,9 @@ class BasicMemory:
         if (self.venv / "bin" / "basic-memory").is_file():
             return
         progress(f"  installing basic-memory=={BASIC_MEMORY_VERSION} into {self.venv}")
-        _run([_python_312(), "-m", "venv", str(self.venv)], 120)
+        log = CACHE / f"basic-memory-{BASIC_MEMORY_VERSION}-install.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        _run([_python_312(), "-m", "venv", str(self.venv)], 120, log)
         _run(
             [
                 str(self.venv / "bin" / "pip"),
@@ -195,6 +213,7 @@ class BasicMemory:
                 f"basic-memory=={BASIC_MEMORY_VERSION}",
             ],
             900,
+            log,
         )
 
     @property
@@ -223,10 +242,11 @@ class BasicMemory:
         tool = str(self.venv / "bin" / "basic-memory")
         start = time.perf_counter()
         progress("    basic-memory import memory-json")
-        _run([tool, "import", "memory-json", str(memory_file)], budget_seconds, env=self.env)
+        log = self.workdir / "loading.log"
+        _run([tool, "import", "memory-json", str(memory_file)], budget_seconds, log, self.env)
         imported = time.perf_counter() - start
         progress("    basic-memory reindex --search (its full-text index)")
-        _run([tool, "reindex", "--search"], budget_seconds - imported, env=self.env)
+        _run([tool, "reindex", "--search"], budget_seconds - imported, log, self.env)
         return {
             "path": "basic-memory import memory-json + reindex --search",
             "seconds": round(time.perf_counter() - start, 1),

@@ -15,6 +15,14 @@ LABELS = {
     "basic-memory": "Basic Memory",
     "floor": "stdio floor (do-nothing tool)",
 }
+_WHAT_A_QUERY_DOES = (
+    "Per query, engram-memory ranks every eligible record (BM25F, SPEC §10) and returns a page "
+    "of 10 governed packets (policy decision, redaction, receipts, an audit entry committed per "
+    "call); the reference server re-reads and parses its whole JSONL file and returns every "
+    "entity containing the whole query string; Basic Memory runs SQLite FTS5 (`search_type: "
+    "text`, all words) and returns 10 a page. So the hit counts differ (last column). Ratios "
+    "are the baseline's latency divided by engram-memory's, over stdio: > 1 = engram faster.",
+)
 _LATENCIES = ("search in-process", "search stdio", "get in-process")
 _MIB = 1024 * 1024
 # Issue 8's table: (size, measure, bound in ms or MiB); None = report only.
@@ -177,6 +185,8 @@ def write_search_report(
         f"`{meta['command']}` on {meta['machine']}, Python {meta['python']}, {meta['date']}; "
         f"{meta['machine load before']} before, {meta['machine load after']} after. "
         f"Seed {meta['seed']}, {meta['queries']} queries per size, the same for every system.",
+        "",
+        *_WHAT_A_QUERY_DOES,
         "",
     ]
     for size, result in results.items():

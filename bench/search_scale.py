@@ -135,9 +135,11 @@ def run_size(
         except Unavailable as reason:
             result["skipped"]["reference"] = log_unavailable("reference memory server", reason)
     if "basic-memory" in args.systems:
-        reason = budget.refusal(size)
-        if reason:
-            result["skipped"]["basic-memory"] = log_unavailable("basic memory", Unavailable(reason))
+        refusal = budget.refusal(size)
+        if refusal:
+            result["skipped"]["basic-memory"] = log_unavailable(
+                "basic memory", Unavailable(refusal)
+            )
         else:
             start = time.perf_counter()
             try:
