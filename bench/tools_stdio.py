@@ -117,7 +117,7 @@ async def _run(rounds: int, workdir: Path) -> dict[str, list[float]]:
     return samples
 
 
-async def _floor(rounds: int) -> list[float]:
+async def stdio_floor(rounds: int) -> list[float]:
     """The same transport's floor: a do-nothing tool (bench.floor_server) over stdio."""
     params = StdioServerParameters(
         command=sys.executable,
@@ -150,7 +150,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
         samples = anyio.run(_run, args.rounds, Path(tmp))
     print("floor: a do-nothing tool over stdio", file=sys.stderr)
-    floor = anyio.run(_floor, args.rounds * 6)
+    floor = anyio.run(stdio_floor, args.rounds * 6)
     series = {
         "stdio, embedded engine": {t.removeprefix("engram_memory_"): samples[t] for t in TOOLS},
         "stdio floor (do-nothing tool)": {"floor_echo": floor},

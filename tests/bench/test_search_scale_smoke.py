@@ -1,0 +1,53 @@
+"""A 1k-record run of the search-at-scale harness, so that the benchmark cannot rot.
+
+The harness runs as an operator runs it (a subprocess from the repository root) against the
+real `engram-memory import`, a real `serve` process over stdio, the stdio floor and the MCP
+reference memory server (installed with npm into the cache on first use; skipped with its
+reason where npm or the registry is missing). Basic Memory is left out: indexing 1k notes
+takes it minutes; the full runs (bench/README.md) include it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+QUERIES = 30
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_1k_run_reports_engram_the_floor_and_the_reference_server_for_every_query(
+    tmp_path: Path,
+) -> None:
+    print("Basic Memory not in the smoke: indexing 1k notes takes it minutes (full runs only)")
+    command = [sys.executable, "-m", "bench.search_scale", "--sizes", "1000",
+               "--queries", str(QUERIES), "--gets", "10", "--systems", "engram,reference",
+               "--out", str(tmp_path), "--name", "smoke"]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "smoke.json").read_text())
+    assert {"command", "machine load before", "machine load after"} <= report["meta"].keys()
+    size = report["sizes"]["1000"]
+    systems = size["systems"]
+    for measure in ("search in-process", "search stdio"):
+        assert systems["engram"][measure]["n"] == QUERIES
+    assert systems["engram"]["get in-process"]["n"] > 0
+    assert systems["engram"]["loading"]["outcomes"].get("accepted") == 1000
+    # Some queries find records, and the no-hit ones find none: the corpus and queries agree.
+    assert 0 < systems["engram"]["queries with a hit"] < QUERIES
+    assert systems["engram"]["rss MiB"] > 0
+    assert systems["engram"]["data bytes per record"] > 0
+    assert systems["floor"]["search stdio"]["n"] == QUERIES
+    if "reference" in size["skipped"]:
+        print(f"reference memory server skipped: {size['skipped']['reference']}")
+    else:
+        assert systems["reference"]["search stdio"]["n"] == QUERIES
+        assert set(size["ratios"]["reference"]) == {"p50", "p99"}
+    for suffix in ("md", "png"):
+        assert (tmp_path / f"smoke.{suffix}").stat().st_size > 0
