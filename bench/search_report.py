@@ -13,7 +13,7 @@ LABELS = {
     "engram": "engram-memory",
     "reference": "MCP reference memory server",
     "basic-memory": "Basic Memory",
-    "floor": "stdio floor (do-nothing tool)",
+    "floor": "stdio floor (a do-nothing tool)",
 }
 _WHAT_A_QUERY_DOES = (
     "Per query, engram-memory ranks every eligible record (BM25F, SPEC §10) and returns a page "
@@ -118,12 +118,13 @@ def _size_section(size: str, result: Mapping[str, Any]) -> list[str]:
         )
     for name, reason in result["skipped"].items():
         lines.append(f"| {LABELS[name]} | skipped: {reason} | | | | | | |")
+    if result.get("ratios"):
+        lines.append("")
     for name, ratio in result.get("ratios", {}).items():
-        lines += [
-            "",
+        lines.append(
             f"- stdio search, {LABELS[name]} ÷ engram-memory: "
-            f"p50 {ratio['p50']}×, p99 {ratio['p99']}× (> 1 = engram faster)",
-        ]
+            f"p50 {ratio['p50']}×, p99 {ratio['p99']}× (> 1 = engram faster)"
+        )
     lines += [
         "",
         "stdio search by query kind, p50 / p99 ms:",
@@ -218,9 +219,9 @@ def _plot(results: Mapping[str, Any], target: Path) -> None:
     sizes = [int(s) for s in results]
     fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
     series = [
-        (s, "search stdio", f"{LABELS[s]} (stdio)")
-        for s in ("engram", "reference", "basic-memory", "floor")
+        (s, "search stdio", f"{LABELS[s]} (stdio)") for s in ("engram", "reference", "basic-memory")
     ]
+    series.append(("floor", "search stdio", LABELS["floor"]))
     series.insert(1, ("engram", "search in-process", "engram-memory in-process"))
     for ax, quantile in zip(axes, ("p50", "p99"), strict=True):
         for system, measure, label in series:
@@ -249,3 +250,21 @@ def _plot(results: Mapping[str, Any], target: Path) -> None:
     fig.tight_layout()
     fig.savefig(target, dpi=120)
     plt.close(fig)
+
+
+def main() -> int:
+    """`python -m bench.search_report RESULTS.json`: write the Markdown and the plot again
+    from a run's JSON (same figures; for a changed layout, never for changed numbers)."""
+    import sys
+
+    path = Path(sys.argv[1])
+    document = json.loads(path.read_text())
+    sizes = document["sizes"]
+    for result in sizes.values():
+        result.pop("ratios", None)
+    write_search_report(path.stem, document["meta"], sizes, path.parent)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
