@@ -22,6 +22,7 @@ the command, date, machine load before and after, and the floor. Progress on std
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -44,16 +45,30 @@ SYSTEMS = ("engram", "reference", "basic-memory")
 
 
 def _engram(
-    workdir: Path, corpus: Path, texts: Sequence[str], size: int, gets: int
+    workdir: Path,
+    corpus: Path,
+    texts: Sequence[str],
+    size: int,
+    gets: int,
+    store: Path | None = None,
 ) -> dict[str, Any]:
-    setup = search_engram.EngramSetup.create(workdir / "engram")
-    progress(f"  engram-memory: loading {size} records")
-    loading = search_engram.load_corpus(setup, corpus)
+    if store is not None:
+        # Built beforehand by `python -m bench.search_store` (same size and seed): kept.
+        setup = search_engram.EngramSetup.create(store)
+        built = json.loads((store / "load.json").read_text())
+        if built["records"] != size:
+            raise SystemExit(f"--engram-store holds {built['records']} records, not {size}")
+        loading = {**built["loading"], "path": built["loading"]["path"] + " (bench.search_store)"}
+    else:
+        setup = search_engram.EngramSetup.create(workdir / "engram")
+        progress(f"  engram-memory: loading {size} records")
+        loading = search_engram.load_corpus(setup, corpus)
     progress(f"  engram-memory: loaded in {loading['seconds']} s via {loading['path']}")
     data_bytes = search_engram.data_bytes(setup)
     local = search_engram.measure_in_process(setup, texts, gets)
     remote = search_engram.measure_stdio(setup, texts, workdir / "engram-serve.log")
-    shutil.rmtree(workdir / "engram", ignore_errors=True)
+    if store is None:
+        shutil.rmtree(workdir / "engram", ignore_errors=True)
     return {
         "loading": loading,
         "search in-process": local["search"],
@@ -128,7 +143,8 @@ def run_size(
     progress(f"size {size}: the stdio floor (a do-nothing tool)")
     result["floor"] = {"search stdio": anyio.run(stdio_floor, len(texts))}
     if "engram" in args.systems:
-        result["engram"] = _engram(workdir, corpus, texts, size, args.gets)
+        store = Path(args.engram_store) if args.engram_store else None
+        result["engram"] = _engram(workdir, corpus, texts, size, args.gets, store)
     if "reference" in args.systems:
         try:
             result["reference"] = _reference(workdir, corpus, texts)
@@ -164,6 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--name", default="search_scale")
+    parser.add_argument(
+        "--engram-store", help="a store `python -m bench.search_store` built for the one size"
+    )
     args = parser.parse_args(argv)
     args.systems = [s for s in args.systems.split(",") if s]
     unknown = set(args.systems) - set(SYSTEMS)
