@@ -23,7 +23,7 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.crypto.keystore import KEY_SUFFIX, KEYS_DIRECTORY
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import ENV_VAR, KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE
-from engram_memory.store.database import Database
+from tests.faults.store_reads import count
 
 pytestmark = pytest.mark.e2e
 
@@ -70,17 +70,6 @@ def _verify(env: dict[str, str]) -> int:
     return subprocess.run(command, env=env, capture_output=True, timeout=60, check=False).returncode
 
 
-def _count(data_dir: Path, sql: str) -> int:
-    database = Database.open(data_dir, read_only=True)
-    try:
-        with database.reading() as tx:
-            row = tx.fetchone(sql)
-    finally:
-        database.close(checkpoint=False)
-    assert row is not None
-    return int(row[0])
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     base = tmp_path_factory.mktemp("import-crash")
@@ -105,8 +94,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     for failpoint in (KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE, None):
         recorded.runs.append(_import(env, source, failpoint))
         recorded.verified.append(_verify(env))
-        recorded.records.append(_count(data, "SELECT count(*) FROM records"))
-    recorded.duplicates = _count(
+        recorded.records.append(count(data, "SELECT count(*) FROM records"))
+    recorded.duplicates = count(
         data,
         "SELECT count(*) FROM (SELECT candidate_id FROM records GROUP BY 1 HAVING count(*) > 1)",
     )

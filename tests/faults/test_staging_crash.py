@@ -16,8 +16,8 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.core.indexing import STAGE_FROM_POSTINGS
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import KILL_AFTER_STAGING
-from engram_memory.store.database import Database
 from tests.faults.keys_support import ADMIT, ALICE, CAPTURE, Secrets, candidate_id, server_life
+from tests.faults.store_reads import count
 
 pytestmark = pytest.mark.e2e
 
@@ -44,17 +44,6 @@ class Runs:
     doubles: int = -1
 
 
-def _count(data_dir: Path, sql: str) -> int:
-    database = Database.open(data_dir, read_only=True)
-    try:
-        with database.reading() as tx:
-            row = tx.fetchone(sql)
-    finally:
-        database.close(checkpoint=False)
-    assert row is not None
-    return int(row[0])
-
-
 async def _run(data_dir: Path, secrets: Secrets, runs: Runs) -> None:
     word = f"zq{uuid.uuid4().hex[:12]}"
     # Enough distinct terms that the admission stages its index (indexing.STAGE_FROM_POSTINGS).
@@ -66,17 +55,17 @@ async def _run(data_dir: Path, secrets: Secrets, runs: Runs) -> None:
         assert (await life.call(CAPTURE, capture))["ok"] is True
         runs.status = await life.call_until_killed(ADMIT, admit)
         runs.fired = any(f"fired: {KILL_AFTER_STAGING}".encode() in line for line in life.log)
-    runs.orphans_after_crash = _count(data_dir, ORPHANS)
+    runs.orphans_after_crash = count(data_dir, ORPHANS)
     async with server_life(data_dir, secrets):
         pass  # started (and swept) only
-    runs.orphans_after_restart = _count(data_dir, ORPHANS)
+    runs.orphans_after_restart = count(data_dir, ORPHANS)
     async with server_life(data_dir, secrets) as life:
         runs.retry = await life.call(ADMIT, admit)
         runs.search = await life.call(
             "engram_memory_search", {"query": word, "purpose_ref": ALICE.purpose_ref}
         )
-    runs.postings = _count(data_dir, "SELECT count(*) FROM lexical_postings")
-    runs.doubles = _count(data_dir, DOUBLES)
+    runs.postings = count(data_dir, "SELECT count(*) FROM lexical_postings")
+    runs.doubles = count(data_dir, DOUBLES)
 
 
 @pytest.fixture(scope="module")
