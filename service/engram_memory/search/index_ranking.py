@@ -19,6 +19,7 @@ from operator import itemgetter
 import numpy as np
 import numpy.typing as npt
 
+from engram_memory.search.columns import FIELD_SHIFT, OPEN, SLOT_SHIFT, TF_MASK, Bools, Int64s
 from engram_memory.search.fields import FIELD_NAMES, FIELD_WEIGHTS
 from engram_memory.search.ranking import (
     BM25_B,
@@ -32,16 +33,7 @@ from engram_memory.search.ranking import (
     average_lengths,
     inverse_document_frequency,
 )
-from engram_memory.search.scope_index import (
-    FIELD_SHIFT,
-    OPEN,
-    SLOT_SHIFT,
-    TF_MASK,
-    Bools,
-    EligibleStatistics,
-    Int64s,
-    ScopeIndex,
-)
+from engram_memory.search.scope_index import EligibleStatistics, ScopeIndex
 
 Floats = npt.NDArray[np.float64]
 

@@ -13,7 +13,7 @@ query (a memcpy; a view would pin the array's buffer and refuse the next append)
 sums are maintained here. The eligible set E of a query (SPEC §8: pinned valid time, journal
 cursor and now) is A minus the exceptions X: records whose valid time ends, that expire, that
 begin after the query's valid time, or that were accepted after its cursor.
-`EligibleStatistics` subtracts X from A when X can only come from a short list (records with an
+`ScopeIndex.statistics` subtracts X from A when X can only come from a short list (records with an
 end or an expiry, and the accepts after the cursor) and evaluates every record otherwise; both
 are exact.
 """
@@ -23,22 +23,23 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from engram_memory.search.columns import (
+    FIELD_INDEX,
+    FIELD_SHIFT,
+    ID_BYTES,
+    OPEN,
+    SLOT_SHIFT,
+    TF_MASK,
+    Bools,
+    Growing,
+    Int64s,
+)
 from engram_memory.search.fields import FIELD_NAMES
 
-Int64s = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
-
-OPEN = np.iinfo(np.int64).max  # no t_end, no expiry, or a slot whose record row is not seen yet
-FIELD_INDEX: Mapping[str, int] = {name: index for index, name in enumerate(FIELD_NAMES)}
-SLOT_SHIFT = 32
-FIELD_SHIFT = 24
-TF_MASK = (1 << FIELD_SHIFT) - 1
-ID_BYTES = 64  # record ids are `mem_` + 52 base32 characters; longer ones disable the index
 # Evaluate every record instead of correcting A when more than this share are exceptions.
 EXCEPTION_SHARE = 0.25
 
@@ -46,30 +47,6 @@ EXCEPTION_SHARE = 0.25
 class IndexInconsistent(Exception):
     """The changes do not fit the index (a programming error or an unknown commit outcome):
     the owner stops using it until it is rebuilt from the store."""
-
-
-class Growing:
-    """A 1-D numpy array that grows by doubling (amortized O(1) appends)."""
-
-    def __init__(self, dtype: npt.DTypeLike, capacity: int = 16) -> None:
-        self.data: npt.NDArray[Any] = np.zeros(capacity, dtype=dtype)
-        self.size = 0
-
-    def reserve(self, extra: int) -> None:
-        needed = self.size + extra
-        if needed > len(self.data):
-            grown = np.zeros(max(needed, 2 * len(self.data)), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-
-    def extend(self, values: npt.ArrayLike) -> None:
-        array = np.asarray(values, dtype=self.data.dtype)
-        self.reserve(len(array))
-        self.data[self.size : self.size + len(array)] = array
-        self.size += len(array)
-
-    def view(self) -> npt.NDArray[Any]:
-        return self.data[: self.size]
 
 
 @dataclass(frozen=True)
