@@ -50,9 +50,10 @@ class SearchIndex:
         self._usable = False
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
 
-    @property
-    def usable(self) -> bool:
-        return self._usable
+    def size(self) -> tuple[int, int]:
+        """(scopes, records) held, for the load log line."""
+        with self._lock:
+            return len(self._scopes), sum(len(s.record_ids) for s in self._scopes.values())
 
     def apply(self, changes: Sequence[IndexChange]) -> None:
         with self._lock:
@@ -146,10 +147,10 @@ def follow_store(database: Database) -> SearchIndex:
         if sequence is not None and database.index_commits.sequence() == sequence:
             break
         database.index_commits.follow(None)  # a commit raced the load: load again
-    records = sum(len(scope.record_ids) for scope in index._scopes.values())
+    scopes, records = index.size()
     log.info(
         "search index loaded: %d scope(s), %d record(s) in %.1f s",
-        len(index._scopes),
+        scopes,
         records,
         time.monotonic() - started,
     )

@@ -71,10 +71,14 @@ def rank_in_index(
     Raises:
         Nothing for a consistent index.
     """
+    # Listed once: both the statistics and the eligibility mask start from it.
+    exceptions = index.exception_slots(system_as_of, valid_as_of)
     statistics = (
-        index.statistics(system_as_of, valid_as_of, now_ms)
+        index.statistics(system_as_of, valid_as_of, now_ms, exceptions)
         if exception_share is None
-        else index.statistics(system_as_of, valid_as_of, now_ms, exception_share=exception_share)
+        else index.statistics(
+            system_as_of, valid_as_of, now_ms, exceptions, exception_share=exception_share
+        )
     )
     n = statistics.document_count
     totals = statistics.field_token_totals
@@ -87,7 +91,7 @@ def rank_in_index(
         if packed is None:
             continue
         if eligible is None:
-            eligible = index.eligible_mask(system_as_of, valid_as_of, now_ms)
+            eligible = index.eligible_mask(system_as_of, valid_as_of, now_ms, exceptions)
         slots = packed >> SLOT_SHIFT
         keep = eligible[slots]
         packed, slots = packed[keep], slots[keep]

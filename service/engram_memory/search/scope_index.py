@@ -317,12 +317,14 @@ class ScopeIndex:
         )
         return result
 
-    def eligible_mask(self, system_as_of: int, valid_as_of: int, now_ms: int) -> Bools:
+    def eligible_mask(
+        self, system_as_of: int, valid_as_of: int, now_ms: int, exceptions: Int64s | None
+    ) -> Bools:
         """`eligible` of every slot, computed once per query: the members, minus the accepts
-        after the cursor and the bounded slots that fail, when `_exception_slots` applies
-        (a copy and a few writes); else the predicate over every slot."""
+        after the cursor and the bounded slots that fail, when `exceptions` (from
+        `exception_slots` at the same pair) lists them (a copy and a few writes); else the
+        predicate over every slot."""
         size = len(self.record_ids)
-        exceptions = self._exception_slots(system_as_of, valid_as_of)
         if exceptions is None:
             return self.eligible(np.arange(size, dtype=np.int64), system_as_of, valid_as_of, now_ms)
         mask: Bools = self._current.view() & self._indexed.view()
@@ -334,13 +336,14 @@ class ScopeIndex:
         system_as_of: int,
         valid_as_of: int,
         now_ms: int,
+        exceptions: Int64s | None,
         *,
         exception_share: float = EXCEPTION_SHARE,
     ) -> EligibleStatistics:
         """`n` and per-field token totals over E: the maintained aggregates over A minus the
-        exceptions when they can be listed cheaply and are few, else every record evaluated."""
+        `exceptions` (from `exception_slots` at the same pair) when they are listed and few,
+        else every record evaluated."""
         size = len(self.record_ids)
-        exceptions = self._exception_slots(system_as_of, valid_as_of)
         if exceptions is not None and len(exceptions) <= exception_share * size:
             listed = exceptions
             members = self._current.data[listed] & self._indexed.data[listed]
@@ -356,7 +359,7 @@ class ScopeIndex:
             count, {name: int(totals[index]) for name, index in FIELD_INDEX.items()}
         )
 
-    def _exception_slots(self, system_as_of: int, valid_as_of: int) -> Int64s | None:
+    def exception_slots(self, system_as_of: int, valid_as_of: int) -> Int64s | None:
         """Every member that may be outside E, or None when that cannot be listed cheaply:
         members without an end or expiry are in E iff accepted (and recorded) at or before
         the cursor and begun by the valid time, which the ascending accept cursors and the
