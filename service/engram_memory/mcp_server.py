@@ -18,7 +18,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,16 +31,20 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from engram_memory.contract.envelope import envelope_json
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
 from engram_memory.contract.schemas import ToolSpec
+from engram_memory.core.host_audit import PreBindingRefusal
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.json_gate_http import JsonGate
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
@@ -57,18 +62,32 @@ def _rpc_error(code: ProtocolCode) -> MCPError:
     return MCPError(code.rpc_code, code.message)
 
 
+def _constant_mcp_error(error: types.ErrorData) -> MCPError:
+    return MCPError(error.code, wire_error_message(error.code, error.message))
+
+
+def _sdk_accepts(message: object) -> bool:
+    """Whether the SDK's own message model takes `message` (after the JSON gate passed it)."""
+    try:
+        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        return False
+    return True
+
+
 class _ConstantErrors:
     """Middleware: nothing but our constant protocol errors leaves the server.
 
     The SDK would otherwise echo `str(exc)` on the 2025-11-25 era, which can carry paths,
-    SQL or content; here any unexpected exception becomes the constant -32603.
+    SQL or content; here any unexpected exception becomes the constant -32603. The SDK's own
+    errors lose their data and any interpolated message (-32601 would echo the method name).
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         try:
             return await call_next(ctx)
-        except MCPError:
-            raise
+        except MCPError as error:
+            raise _constant_mcp_error(error.error) from None
         except (ValidationError, Exception):  # noqa: BLE001 - the wire boundary: nothing leaks
             log.error("request %s failed unexpectedly", ctx.method)
             raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
@@ -113,6 +132,9 @@ def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Se
             invocation_token=_meta_value(params.meta, INVOCATION_META_KEY),
             confirmation_token=_meta_value(params.meta, CONFIRMATION_META_KEY),
             cancellation=cancellation,
+            # Set by the JSON gate for this very message (json_gate.py explains why a
+            # context variable): the client cannot set it.
+            duplicate_argument_keys=DUPLICATE_ARGUMENT_KEYS.get(),
         )
         try:
             with stop.cancellable(cancellation):
@@ -157,29 +179,54 @@ def _version() -> str:
 # -- stdio -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _GatedLine:
+    """A line the JSON gate admitted, decoded, with what the gate found in its arguments."""
+
+    text: str
+    duplicate_argument_keys: bool
+
+
+RefusalAnswer = Callable[[GateRefusal], Awaitable[None]]
+
+
 class _StdinLines:
     """Lines of stdin, read on a daemon thread so that a stop never waits on an idle client.
 
     (The SDK reads stdin in an anyio worker thread that cancellation cannot abandon and that
     would hold the process at exit.) Once a stop begins no further line is taken; `end`
     then closes the session as if the client had closed stdin.
+
+    Every line passes the JSON gate on its raw bytes first (json_gate.py): a refused line
+    never reaches the SDK (which would drop it unanswered) but is answered through
+    `answer_refusals`; an admitted one is handed on with the gate's duplicate-argument-key
+    flag set in the context the SDK snapshots with the message.
     """
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._send, self._receive = anyio.create_memory_object_stream[str](0)
+        self._send, self._receive = anyio.create_memory_object_stream[_GatedLine | GateRefusal](0)
         self._reading = True
         self._waiting: anyio.CancelScope | None = None
         self._ended = anyio.Event()
+        self._answer: RefusalAnswer | None = None
+        self._answering = anyio.Event()
 
     def start(self) -> None:
         token = anyio.lowlevel.current_token()
         threading.Thread(target=self._pump, args=(token,), name="engram-stdin", daemon=True).start()
 
+    def answer_refusals(self, answer: RefusalAnswer) -> None:
+        """Send the gate's refusals through `answer` (lines wait for it to be set)."""
+        self._answer = answer
+        self._answering.set()
+
     def _pump(self, token: anyio.lowlevel.EventLoopToken) -> None:
         try:
-            for line in _text_lines(self._fd):
-                anyio.from_thread.run(self._send.send, line, token=token)
+            for line in _raw_lines(self._fd):
+                item = _gated(line)
+                if item is not None:
+                    anyio.from_thread.run(self._send.send, item, token=token)
             anyio.from_thread.run(self._send.aclose, token=token)
         except (
             RuntimeError,
@@ -207,29 +254,49 @@ class _StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        if self._reading:
+        while self._reading:
+            item: _GatedLine | GateRefusal | None = None
             with anyio.CancelScope() as self._waiting:
                 try:
-                    return await self._receive.receive()
+                    item = await self._receive.receive()
                 except anyio.EndOfStream:
                     raise StopAsyncIteration from None
+            if isinstance(item, GateRefusal):
+                await self._answering.wait()
+                assert self._answer is not None
+                await self._answer(item)
+            elif item is not None:
+                # The SDK sends the line on from this task right after: its snapshot of this
+                # task's context carries the flag to the call's handler.
+                DUPLICATE_ARGUMENT_KEYS.set(item.duplicate_argument_keys)
+                return item.text
         await self._ended.wait()
         raise StopAsyncIteration
 
 
-def _text_lines(fd: int) -> Iterator[str]:
-    """Lines of `fd`, read raw: a buffered reader's lock, held by a daemon thread blocked in
-    a read, would abort the interpreter at exit."""
+def _gated(line: bytes) -> _GatedLine | GateRefusal | None:
+    """The gate's verdict on one line; None for a blank line (no message, no answer)."""
+    if not line.strip():
+        return None
+    verdict = inspect_message(line, accepts=_sdk_accepts)
+    if isinstance(verdict, GateRefusal):
+        return verdict
+    return _GatedLine(line.decode("utf-8") + "\n", verdict.duplicate_argument_keys)
+
+
+def _raw_lines(fd: int) -> Iterator[bytes]:
+    """Lines of `fd` as bytes, without their newline, read raw: a buffered reader's lock,
+    held by a daemon thread blocked in a read, would abort the interpreter at exit. Not
+    decoded here: the JSON gate refuses what is not UTF-8 instead of replacing it."""
     pending = b""
     while chunk := os.read(fd, 65_536):
         pending += chunk
         if b"\n" not in chunk:
             continue  # a long message: split once its line is complete
         *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.decode("utf-8", errors="replace") + "\n"
+        yield from lines
     if pending:
-        yield pending.decode("utf-8", errors="replace")
+        yield pending
 
 
 def _in_flight_key(request_id: object) -> tuple[str, object]:
@@ -284,13 +351,29 @@ class _CountingReads:
         await self.aclose()
 
 
+def _constant_errors_only(item: SessionMessage) -> SessionMessage:
+    """`item` with any JSON-RPC error made constant: no data, a constant message."""
+    message = item.message
+    if not isinstance(message, types.JSONRPCError):
+        return item
+    error = types.ErrorData(
+        code=message.error.code,
+        message=wire_error_message(message.error.code, message.error.message),
+    )
+    constant = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+    return SessionMessage(constant, metadata=item.metadata)
+
+
 class _CountingWrites:
-    """The session's write side: an answer handed to the writer ends its request's flight."""
+    """The session's write side: an answer handed to the writer ends its request's flight;
+    every error written is made constant on its way out (the SDK builds some outside any
+    middleware, with data)."""
 
     def __init__(self, inner: WriteStream[SessionMessage], stop: GracefulStop) -> None:
         self._inner, self._stop = inner, stop
 
     async def send(self, item: SessionMessage, /) -> None:
+        item = _constant_errors_only(item)
         await self._inner.send(item)
         if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
             self._stop.leave(_in_flight_key(item.message.id))
@@ -327,6 +410,27 @@ async def _end_when_drained(stop: GracefulStop, lines: _StdinLines) -> None:
     lines.end()
 
 
+def _refusal_answerer(
+    service: MemoryService, write_stream: WriteStream[SessionMessage]
+) -> RefusalAnswer:
+    """Answer a refused stdio line on the wire, then record it in the host-level stream."""
+
+    async def answer(refusal: GateRefusal) -> None:
+        # Straight to the SDK's writer, not through _CountingWrites: the refusal's id (if
+        # any) must not end the flight of a request that shares it.
+        await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
+        await _audit_refusal(service, refusal, "stdio", "stdio")
+
+    return answer
+
+
+async def _audit_refusal(
+    service: MemoryService, refusal: GateRefusal, transport: str, peer: str
+) -> None:
+    record = PreBindingRefusal(transport, peer, refusal.method, refusal.reason, refusal.token)
+    await anyio.to_thread.run_sync(service.refused_before_binding, record, limiter=_WORKER_LIMIT)
+
+
 async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained."""
     stop = stop or GracefulStop()
@@ -339,6 +443,7 @@ async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) 
         stdio_server(stdin=stdin) as (read_stream, write_stream),
         anyio.create_task_group() as group,
     ):
+        lines.answer_refusals(_refusal_answerer(service, write_stream))
         group.start_soon(_stop_on_signal, stop, lines)
         await server.run(
             _CountingReads(read_stream, stop),
@@ -349,6 +454,17 @@ async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) 
 
 
 # -- streamable HTTP ----------------------------------------------------------------------
+
+
+def _json_gated(app: Any, service: MemoryService) -> JsonGate:
+    """`app` behind the strict-JSON gate; its refusals are recorded like stdio's."""
+
+    async def audited(refusal: GateRefusal, peer: str) -> None:
+        await _audit_refusal(service, refusal, "http", peer)
+
+    return JsonGate(
+        app, max_body=DEFAULT_MAX_REQUEST_BODY_SIZE, accepts=_sdk_accepts, on_refusal=audited
+    )
 
 
 def http_server(
@@ -366,7 +482,7 @@ def http_server(
         streamable_http_path="/mcp", json_response=False, host=host
     )
     config = uvicorn.Config(
-        AdmitWhileServing(app, stop),
+        AdmitWhileServing(_json_gated(app, service), stop),
         host=host,
         port=port,
         lifespan="on",
