@@ -156,7 +156,9 @@ def _parse(raw: bytes) -> object:
     return value
 
 
-def _method_name(method: object) -> str:
+def protocol_method(method: object) -> str:
+    """`method` if it is one of the protocol's, else "other" (what the host-level audit and
+    the logs may name: nothing the client wrote verbatim)."""
     return method if isinstance(method, str) and method in _PROTOCOL_METHODS else "other"
 
 
@@ -200,7 +202,7 @@ def inspect_message(
     if not isinstance(message, dict):  # a batch or a bare value: MCP has no batches
         return GateRefusal(INVALID_REQUEST, None, RefusalReason.INVALID_REQUEST, "other")
     method, params = message.get("method"), message.get("params")
-    name, token = _method_name(method), _token(params)
+    name, token = protocol_method(method), _token(params)
     has_id = "id" in message
     trusted = not getattr(message, "duplicate", False) and (not has_id or _valid_id(message["id"]))
     request_id = message["id"] if trusted and has_id else None

@@ -39,11 +39,16 @@ from pydantic import ValidationError
 from engram_memory.contract.envelope import envelope_json
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
 from engram_memory.contract.schemas import ToolSpec
-from engram_memory.core.host_audit import PreBindingRefusal
+from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
-from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.json_gate import (
+    DUPLICATE_ARGUMENT_KEYS,
+    GateRefusal,
+    inspect_message,
+    protocol_method,
+)
 from engram_memory.json_gate_http import JsonGate
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
@@ -58,8 +63,20 @@ SERVER_NAME = "engram-memory"
 _WORKER_LIMIT = anyio.CapacityLimiter(4)
 
 
+class _ServiceRefusal(MCPError):
+    """A refusal `MemoryService` decided (and audits itself); the SDK's own are `MCPError`."""
+
+
 def _rpc_error(code: ProtocolCode) -> MCPError:
-    return MCPError(code.rpc_code, code.message)
+    return _ServiceRefusal(code.rpc_code, code.message)
+
+
+# The SDK's refusals of a request before any handler ran, as the host-level audit names them.
+_SDK_REFUSAL_REASONS = {
+    types.METHOD_NOT_FOUND: RefusalReason.METHOD_NOT_FOUND,
+    types.INVALID_PARAMS: RefusalReason.INVALID_REQUEST,
+    types.INVALID_REQUEST: RefusalReason.INVALID_REQUEST,
+}
 
 
 def _constant_mcp_error(error: types.ErrorData) -> MCPError:
@@ -80,17 +97,39 @@ class _ConstantErrors:
 
     The SDK would otherwise echo `str(exc)` on the 2025-11-25 era, which can carry paths,
     SQL or content; here any unexpected exception becomes the constant -32603. The SDK's own
-    errors lose their data and any interpolated message (-32601 would echo the method name).
+    errors lose their data and any interpolated message (-32601 would echo the method name),
+    and are recorded as refusals before binding (the service records its own).
     """
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         try:
             return await call_next(ctx)
+        except _ServiceRefusal:
+            raise
         except MCPError as error:
+            reason = _SDK_REFUSAL_REASONS.get(error.error.code)
+            if reason is not None:
+                await self._audit(ctx, reason)
             raise _constant_mcp_error(error.error) from None
-        except (ValidationError, Exception):  # noqa: BLE001 - the wire boundary: nothing leaks
-            log.error("request %s failed unexpectedly", ctx.method)
+        except ValidationError:
+            # The SDK's model of the method's params refused them: a client error, not ours.
+            await self._audit(ctx, RefusalReason.INVALID_REQUEST)
             raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+        except Exception:  # noqa: BLE001 - the wire boundary: nothing leaks
+            log.error("request %s failed unexpectedly", protocol_method(ctx.method))
+            raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+
+    async def _audit(self, ctx: ServerRequestContext[Any], reason: RefusalReason) -> None:
+        client = getattr(ctx.request, "client", None)  # a Starlette request over HTTP
+        transport, peer = ("http", str(client.host)) if client is not None else ("stdio", "stdio")
+        token = _meta_value(ctx.meta, INVOCATION_META_KEY)
+        refusal = PreBindingRefusal(transport, peer, protocol_method(ctx.method), reason, token)
+        await anyio.to_thread.run_sync(
+            self._service.refused_before_binding, refusal, limiter=_WORKER_LIMIT
+        )
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -163,7 +202,7 @@ def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Se
         # schemas for header validation; we validate arguments ourselves.
         get_tool_input_schema=lambda name: None,
     )
-    server.middleware.append(_ConstantErrors())
+    server.middleware.append(_ConstantErrors(service))
     return server
 
 
