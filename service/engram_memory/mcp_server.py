@@ -4,6 +4,10 @@ Everything that decides lives in `tools/`; this module turns `tools/list` and `t
 `MemoryService` calls, envelopes into `CallToolResult`s, and refusals into JSON-RPC errors with
 constant messages and no data. It is the only module that imports the MCP SDK.
 
+Nothing reaches the SDK's parser unjudged: every stdio line (stdin_lines.py) and HTTP body
+(json_gate_http.py) passes the strict JSON gate (json_gate.py) first, and the gate's
+refusals are answered here; on the way out every JSON-RPC error is made constant.
+
 Both transports stop gracefully (stopping.py): over stdio a stop signal ends the reading of
 requests, waits (bounded) until every request read has been answered, then ends the session
 as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
@@ -11,15 +15,11 @@ as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,13 +43,9 @@ from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
-from engram_memory.json_gate import (
-    DUPLICATE_ARGUMENT_KEYS,
-    GateRefusal,
-    inspect_message,
-    protocol_method,
-)
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
 from engram_memory.json_gate_http import JsonGate
+from engram_memory.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
@@ -218,126 +214,6 @@ def _version() -> str:
 # -- stdio -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _GatedLine:
-    """A line the JSON gate admitted, decoded, with what the gate found in its arguments."""
-
-    text: str
-    duplicate_argument_keys: bool
-
-
-RefusalAnswer = Callable[[GateRefusal], Awaitable[None]]
-
-
-class _StdinLines:
-    """Lines of stdin, read on a daemon thread so that a stop never waits on an idle client.
-
-    (The SDK reads stdin in an anyio worker thread that cancellation cannot abandon and that
-    would hold the process at exit.) Once a stop begins no further line is taken; `end`
-    then closes the session as if the client had closed stdin.
-
-    Every line passes the JSON gate on its raw bytes first (json_gate.py): a refused line
-    never reaches the SDK (which would drop it unanswered) but is answered through
-    `answer_refusals`; an admitted one is handed on with the gate's duplicate-argument-key
-    flag set in the context the SDK snapshots with the message.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._send, self._receive = anyio.create_memory_object_stream[_GatedLine | GateRefusal](0)
-        self._reading = True
-        self._waiting: anyio.CancelScope | None = None
-        self._ended = anyio.Event()
-        self._answer: RefusalAnswer | None = None
-        self._answering = anyio.Event()
-
-    def start(self) -> None:
-        token = anyio.lowlevel.current_token()
-        threading.Thread(target=self._pump, args=(token,), name="engram-stdin", daemon=True).start()
-
-    def answer_refusals(self, answer: RefusalAnswer) -> None:
-        """Send the gate's refusals through `answer` (lines wait for it to be set)."""
-        self._answer = answer
-        self._answering.set()
-
-    def _pump(self, token: anyio.lowlevel.EventLoopToken) -> None:
-        try:
-            for line in _raw_lines(self._fd):
-                item = _gated(line)
-                if item is not None:
-                    anyio.from_thread.run(self._send.send, item, token=token)
-            anyio.from_thread.run(self._send.aclose, token=token)
-        except (
-            RuntimeError,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-            asyncio.CancelledError,
-            concurrent.futures.CancelledError,
-        ):
-            return  # the session ended first; nobody waits for more lines
-
-    def stop_reading(self) -> None:
-        self._reading = False
-        if self._waiting is not None:
-            self._waiting.cancel()
-        # A line the pump is handing over when the stop begins would wait forever (the
-        # stream has no buffer) and be cancelled, noisily, as the loop shuts down; closing
-        # our end turns that wait into BrokenResourceError, which the pump expects.
-        self._receive.close()
-
-    def end(self) -> None:
-        self.stop_reading()
-        self._ended.set()
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        while self._reading:
-            item: _GatedLine | GateRefusal | None = None
-            with anyio.CancelScope() as self._waiting:
-                try:
-                    item = await self._receive.receive()
-                except anyio.EndOfStream:
-                    raise StopAsyncIteration from None
-            if isinstance(item, GateRefusal):
-                await self._answering.wait()
-                assert self._answer is not None
-                await self._answer(item)
-            elif item is not None:
-                # The SDK sends the line on from this task right after: its snapshot of this
-                # task's context carries the flag to the call's handler.
-                DUPLICATE_ARGUMENT_KEYS.set(item.duplicate_argument_keys)
-                return item.text
-        await self._ended.wait()
-        raise StopAsyncIteration
-
-
-def _gated(line: bytes) -> _GatedLine | GateRefusal | None:
-    """The gate's verdict on one line; None for a blank line (no message, no answer)."""
-    if not line.strip():
-        return None
-    verdict = inspect_message(line, accepts=_sdk_accepts)
-    if isinstance(verdict, GateRefusal):
-        return verdict
-    return _GatedLine(line.decode("utf-8") + "\n", verdict.duplicate_argument_keys)
-
-
-def _raw_lines(fd: int) -> Iterator[bytes]:
-    """Lines of `fd` as bytes, without their newline, read raw: a buffered reader's lock,
-    held by a daemon thread blocked in a read, would abort the interpreter at exit. Not
-    decoded here: the JSON gate refuses what is not UTF-8 instead of replacing it."""
-    pending = b""
-    while chunk := os.read(fd, 65_536):
-        pending += chunk
-        if b"\n" not in chunk:
-            continue  # a long message: split once its line is complete
-        *lines, pending = pending.split(b"\n")
-        yield from lines
-    if pending:
-        yield pending
-
-
 def _in_flight_key(request_id: object) -> tuple[str, object]:
     return ("rpc", request_id)
 
@@ -432,7 +308,7 @@ class _CountingWrites:
         await self.aclose()
 
 
-async def _stop_on_signal(stop: GracefulStop, lines: _StdinLines) -> None:
+async def _stop_on_signal(stop: GracefulStop, lines: StdinLines) -> None:
     """First SIGTERM/SIGINT: read no more, let the answers owed go out (bounded), end."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as group:
@@ -444,7 +320,7 @@ async def _stop_on_signal(stop: GracefulStop, lines: _StdinLines) -> None:
                     group.start_soon(_end_when_drained, stop, lines)
 
 
-async def _end_when_drained(stop: GracefulStop, lines: _StdinLines) -> None:
+async def _end_when_drained(stop: GracefulStop, lines: StdinLines) -> None:
     await anyio.to_thread.run_sync(stop.wait_drained)
     lines.end()
 
@@ -474,9 +350,9 @@ async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) 
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained."""
     stop = stop or GracefulStop()
     server = build_server(service, stop)
-    lines = _StdinLines(sys.stdin.fileno())
+    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts)
     lines.start()
-    # The SDK only iterates what it is given as stdin, which is all `_StdinLines` offers.
+    # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
     stdin = cast("anyio.AsyncFile[str]", lines)
     async with (
         stdio_server(stdin=stdin) as (read_stream, write_stream),
