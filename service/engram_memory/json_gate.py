@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.core.host_audit import RefusalReason
+from engram_memory.host.context import INVOCATION_META_KEY
 
 MAX_NESTING_DEPTH = 64
 """Deepest nesting of arrays/objects accepted in one message (SPEC's argument schemas are a
@@ -56,7 +57,6 @@ DUPLICATE_ARGUMENT_KEYS: ContextVar[bool] = ContextVar(
 )
 """True while the SDK handles a message whose `params.arguments` hold a duplicate key."""
 
-INVOCATION_META_KEY = "engram-memory/invocation"  # host/context.py; not imported: no cycle
 _PROTOCOL_METHODS = frozenset(
     {
         "initialize",

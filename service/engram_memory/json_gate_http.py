@@ -108,6 +108,8 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
 
 def _constant_error_body(body: bytes) -> bytes:
     """`body` (one JSON text) with a JSON-RPC error in it made constant; else unchanged."""
+    if b'"error"' not in body:
+        return body  # a result or an acknowledgment: not parsed again
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):
