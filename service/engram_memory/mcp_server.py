@@ -4,6 +4,10 @@ Everything that decides lives in `tools/`; this module turns `tools/list` and `t
 `MemoryService` calls, envelopes into `CallToolResult`s, and refusals into JSON-RPC errors with
 constant messages and no data. It is the only module that imports the MCP SDK.
 
+Nothing reaches the SDK's parser unjudged: every stdio line (stdin_lines.py) and HTTP body
+(json_gate_http.py) passes the strict JSON gate (json_gate.py) first, and the gate's
+refusals are answered here; on the way out every JSON-RPC error is made constant.
+
 Both transports stop gracefully (stopping.py): over stdio a stop signal ends the reading of
 requests, waits (bounded) until every request read has been answered, then ends the session
 as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
@@ -11,14 +15,11 @@ as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,16 +31,21 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from engram_memory.contract.envelope import envelope_json
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
 from engram_memory.contract.schemas import ToolSpec
+from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
+from engram_memory.json_gate_http import JsonGate
+from engram_memory.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
@@ -53,25 +59,73 @@ SERVER_NAME = "engram-memory"
 _WORKER_LIMIT = anyio.CapacityLimiter(4)
 
 
+class _ServiceRefusal(MCPError):
+    """A refusal `MemoryService` decided (and audits itself); the SDK's own are `MCPError`."""
+
+
 def _rpc_error(code: ProtocolCode) -> MCPError:
-    return MCPError(code.rpc_code, code.message)
+    return _ServiceRefusal(code.rpc_code, code.message)
+
+
+# The SDK's refusals of a request before any handler ran, as the host-level audit names them.
+_SDK_REFUSAL_REASONS = {
+    types.METHOD_NOT_FOUND: RefusalReason.METHOD_NOT_FOUND,
+    types.INVALID_PARAMS: RefusalReason.INVALID_REQUEST,
+    types.INVALID_REQUEST: RefusalReason.INVALID_REQUEST,
+}
+
+
+def _constant_mcp_error(error: types.ErrorData) -> MCPError:
+    return MCPError(error.code, wire_error_message(error.code, error.message))
+
+
+def _sdk_accepts(message: object) -> bool:
+    """Whether the SDK's own message model takes `message` (after the JSON gate passed it)."""
+    try:
+        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        return False
+    return True
 
 
 class _ConstantErrors:
     """Middleware: nothing but our constant protocol errors leaves the server.
 
     The SDK would otherwise echo `str(exc)` on the 2025-11-25 era, which can carry paths,
-    SQL or content; here any unexpected exception becomes the constant -32603.
+    SQL or content; here any unexpected exception becomes the constant -32603. The SDK's own
+    errors lose their data and any interpolated message (-32601 would echo the method name),
+    and are recorded as refusals before binding (the service records its own).
     """
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         try:
             return await call_next(ctx)
-        except MCPError:
+        except _ServiceRefusal:
             raise
-        except (ValidationError, Exception):  # noqa: BLE001 - the wire boundary: nothing leaks
-            log.error("request %s failed unexpectedly", ctx.method)
+        except MCPError as error:
+            reason = _SDK_REFUSAL_REASONS.get(error.error.code)
+            if reason is not None:
+                await self._audit(ctx, reason)
+            raise _constant_mcp_error(error.error) from None
+        except ValidationError:
+            # The SDK's model of the method's params refused them: a client error, not ours.
+            await self._audit(ctx, RefusalReason.INVALID_REQUEST)
             raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+        except Exception:  # noqa: BLE001 - the wire boundary: nothing leaks
+            log.error("request %s failed unexpectedly", protocol_method(ctx.method))
+            raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+
+    async def _audit(self, ctx: ServerRequestContext[Any], reason: RefusalReason) -> None:
+        client = getattr(ctx.request, "client", None)  # a Starlette request over HTTP
+        transport, peer = ("http", str(client.host)) if client is not None else ("stdio", "stdio")
+        token = _meta_value(ctx.meta, INVOCATION_META_KEY)
+        refusal = PreBindingRefusal(transport, peer, protocol_method(ctx.method), reason, token)
+        await anyio.to_thread.run_sync(
+            self._service.refused_before_binding, refusal, limiter=_WORKER_LIMIT
+        )
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -113,6 +167,9 @@ def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Se
             invocation_token=_meta_value(params.meta, INVOCATION_META_KEY),
             confirmation_token=_meta_value(params.meta, CONFIRMATION_META_KEY),
             cancellation=cancellation,
+            # Set by the JSON gate for this very message (json_gate.py explains why a
+            # context variable): the client cannot set it.
+            duplicate_argument_keys=DUPLICATE_ARGUMENT_KEYS.get(),
         )
         try:
             with stop.cancellable(cancellation):
@@ -141,7 +198,7 @@ def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Se
         # schemas for header validation; we validate arguments ourselves.
         get_tool_input_schema=lambda name: None,
     )
-    server.middleware.append(_ConstantErrors())
+    server.middleware.append(_ConstantErrors(service))
     return server
 
 
@@ -155,81 +212,6 @@ def _version() -> str:
 
 
 # -- stdio -------------------------------------------------------------------------------
-
-
-class _StdinLines:
-    """Lines of stdin, read on a daemon thread so that a stop never waits on an idle client.
-
-    (The SDK reads stdin in an anyio worker thread that cancellation cannot abandon and that
-    would hold the process at exit.) Once a stop begins no further line is taken; `end`
-    then closes the session as if the client had closed stdin.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._send, self._receive = anyio.create_memory_object_stream[str](0)
-        self._reading = True
-        self._waiting: anyio.CancelScope | None = None
-        self._ended = anyio.Event()
-
-    def start(self) -> None:
-        token = anyio.lowlevel.current_token()
-        threading.Thread(target=self._pump, args=(token,), name="engram-stdin", daemon=True).start()
-
-    def _pump(self, token: anyio.lowlevel.EventLoopToken) -> None:
-        try:
-            for line in _text_lines(self._fd):
-                anyio.from_thread.run(self._send.send, line, token=token)
-            anyio.from_thread.run(self._send.aclose, token=token)
-        except (
-            RuntimeError,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-            asyncio.CancelledError,
-            concurrent.futures.CancelledError,
-        ):
-            return  # the session ended first; nobody waits for more lines
-
-    def stop_reading(self) -> None:
-        self._reading = False
-        if self._waiting is not None:
-            self._waiting.cancel()
-        # A line the pump is handing over when the stop begins would wait forever (the
-        # stream has no buffer) and be cancelled, noisily, as the loop shuts down; closing
-        # our end turns that wait into BrokenResourceError, which the pump expects.
-        self._receive.close()
-
-    def end(self) -> None:
-        self.stop_reading()
-        self._ended.set()
-
-    def __aiter__(self) -> _StdinLines:
-        return self
-
-    async def __anext__(self) -> str:
-        if self._reading:
-            with anyio.CancelScope() as self._waiting:
-                try:
-                    return await self._receive.receive()
-                except anyio.EndOfStream:
-                    raise StopAsyncIteration from None
-        await self._ended.wait()
-        raise StopAsyncIteration
-
-
-def _text_lines(fd: int) -> Iterator[str]:
-    """Lines of `fd`, read raw: a buffered reader's lock, held by a daemon thread blocked in
-    a read, would abort the interpreter at exit."""
-    pending = b""
-    while chunk := os.read(fd, 65_536):
-        pending += chunk
-        if b"\n" not in chunk:
-            continue  # a long message: split once its line is complete
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.decode("utf-8", errors="replace") + "\n"
-    if pending:
-        yield pending.decode("utf-8", errors="replace")
 
 
 def _in_flight_key(request_id: object) -> tuple[str, object]:
@@ -284,13 +266,29 @@ class _CountingReads:
         await self.aclose()
 
 
+def _constant_errors_only(item: SessionMessage) -> SessionMessage:
+    """`item` with any JSON-RPC error made constant: no data, a constant message."""
+    message = item.message
+    if not isinstance(message, types.JSONRPCError):
+        return item
+    error = types.ErrorData(
+        code=message.error.code,
+        message=wire_error_message(message.error.code, message.error.message),
+    )
+    constant = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+    return SessionMessage(constant, metadata=item.metadata)
+
+
 class _CountingWrites:
-    """The session's write side: an answer handed to the writer ends its request's flight."""
+    """The session's write side: an answer handed to the writer ends its request's flight;
+    every error written is made constant on its way out (the SDK builds some outside any
+    middleware, with data)."""
 
     def __init__(self, inner: WriteStream[SessionMessage], stop: GracefulStop) -> None:
         self._inner, self._stop = inner, stop
 
     async def send(self, item: SessionMessage, /) -> None:
+        item = _constant_errors_only(item)
         await self._inner.send(item)
         if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
             self._stop.leave(_in_flight_key(item.message.id))
@@ -310,7 +308,7 @@ class _CountingWrites:
         await self.aclose()
 
 
-async def _stop_on_signal(stop: GracefulStop, lines: _StdinLines) -> None:
+async def _stop_on_signal(stop: GracefulStop, lines: StdinLines) -> None:
     """First SIGTERM/SIGINT: read no more, let the answers owed go out (bounded), end."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with anyio.create_task_group() as group:
@@ -322,23 +320,45 @@ async def _stop_on_signal(stop: GracefulStop, lines: _StdinLines) -> None:
                     group.start_soon(_end_when_drained, stop, lines)
 
 
-async def _end_when_drained(stop: GracefulStop, lines: _StdinLines) -> None:
+async def _end_when_drained(stop: GracefulStop, lines: StdinLines) -> None:
     await anyio.to_thread.run_sync(stop.wait_drained)
     lines.end()
+
+
+def _refusal_answerer(
+    service: MemoryService, write_stream: WriteStream[SessionMessage]
+) -> RefusalAnswer:
+    """Answer a refused stdio line on the wire, then record it in the host-level stream."""
+
+    async def answer(refusal: GateRefusal) -> None:
+        # Straight to the SDK's writer, not through _CountingWrites: the refusal's id (if
+        # any) must not end the flight of a request that shares it.
+        await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
+        await _audit_refusal(service, refusal, "stdio", "stdio")
+
+    return answer
+
+
+async def _audit_refusal(
+    service: MemoryService, refusal: GateRefusal, transport: str, peer: str
+) -> None:
+    record = PreBindingRefusal(transport, peer, refusal.method, refusal.reason, refusal.token)
+    await anyio.to_thread.run_sync(service.refused_before_binding, record, limiter=_WORKER_LIMIT)
 
 
 async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained."""
     stop = stop or GracefulStop()
     server = build_server(service, stop)
-    lines = _StdinLines(sys.stdin.fileno())
+    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts)
     lines.start()
-    # The SDK only iterates what it is given as stdin, which is all `_StdinLines` offers.
+    # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
     stdin = cast("anyio.AsyncFile[str]", lines)
     async with (
         stdio_server(stdin=stdin) as (read_stream, write_stream),
         anyio.create_task_group() as group,
     ):
+        lines.answer_refusals(_refusal_answerer(service, write_stream))
         group.start_soon(_stop_on_signal, stop, lines)
         await server.run(
             _CountingReads(read_stream, stop),
@@ -349,6 +369,17 @@ async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) 
 
 
 # -- streamable HTTP ----------------------------------------------------------------------
+
+
+def _json_gated(app: Any, service: MemoryService) -> JsonGate:
+    """`app` behind the strict-JSON gate; its refusals are recorded like stdio's."""
+
+    async def audited(refusal: GateRefusal, peer: str) -> None:
+        await _audit_refusal(service, refusal, "http", peer)
+
+    return JsonGate(
+        app, max_body=DEFAULT_MAX_REQUEST_BODY_SIZE, accepts=_sdk_accepts, on_refusal=audited
+    )
 
 
 def http_server(
@@ -366,7 +397,7 @@ def http_server(
         streamable_http_path="/mcp", json_response=False, host=host
     )
     config = uvicorn.Config(
-        AdmitWhileServing(app, stop),
+        AdmitWhileServing(_json_gated(app, service), stop),
         host=host,
         port=port,
         lifespan="on",

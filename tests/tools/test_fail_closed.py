@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
+from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, code, high_water, value
 
@@ -158,3 +161,30 @@ def test_unexpected_failure_in_a_read_is_capability_unavailable(
         "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
     )
     assert code(envelope) == "CAPABILITY_UNAVAILABLE"
+
+
+def test_tools_list_with_an_unreachable_policy_engine_is_the_retriable_protocol_refusal(
+    alice: Caller, services: Services
+) -> None:
+    services.decider = PolicyDecider(
+        _UnreachableEngine(), services.decider.expected, services.clock_ms
+    )
+    with pytest.raises(ProtocolRefusal) as refused:
+        alice.service.list_tools(alice.token())
+    assert refused.value.code is ProtocolCode.POLICY_UNAVAILABLE
+    assert refused.value.code.rpc_code == -32000
+
+
+def test_arguments_the_gate_saw_duplicate_keys_in_are_invalid_schema_after_binding(
+    alice: Caller,
+) -> None:
+    arguments = {"query": "x", "purpose_ref": alice.purpose_ref}
+    flagged = CallRequest("engram_memory_search", arguments, alice.token(), None)
+    envelope = alice.service.call_tool(replace(flagged, duplicate_argument_keys=True))
+    assert code(envelope) == "INVALID_SCHEMA"
+    with pytest.raises(ProtocolRefusal) as refused:
+        alice.service.call_tool(
+            replace(flagged, invocation_token="forged", duplicate_argument_keys=True)
+        )
+    assert refused.value.code is ProtocolCode.CONTEXT_UNAVAILABLE
+    assert value(alice.service.call_tool(flagged)) is not None

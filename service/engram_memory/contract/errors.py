@@ -83,6 +83,10 @@ class ProtocolCode(Enum):
 
     UNKNOWN_TOOL = (-32602, "Unknown tool")
     CONTEXT_UNAVAILABLE = (-32603, "Trusted invocation context unavailable")
+    # tools/list in a policy outage: retriable (JSON-RPC's implementation-defined server
+    # error range), unlike the two "stop, never retry" codes above; SPEC §2 forbids an
+    # empty list for it.
+    POLICY_UNAVAILABLE = (-32000, "The policy service is unavailable.")
 
     @property
     def rpc_code(self) -> int:
@@ -91,6 +95,30 @@ class ProtocolCode(Enum):
     @property
     def message(self) -> str:
         return self.value[1]
+
+
+# JSON-RPC 2.0's own messages for its reserved codes, and the SDK's constant ones that carry
+# nothing of the request; any other message on the wire is replaced (`wire_error_message`).
+_STANDARD_RPC_MESSAGES = {
+    -32700: "Parse error",
+    -32600: "Invalid Request",
+    -32601: "Method not found",
+    -32602: "Invalid params",
+    -32603: "Internal error",
+}
+_CONSTANT_RPC_ERRORS = frozenset(
+    {*((code.rpc_code, code.message) for code in ProtocolCode), *_STANDARD_RPC_MESSAGES.items()}
+    | {(-32000, "Connection closed"), (-32800, "Request cancelled")}
+)
+
+
+def wire_error_message(code: int, message: str) -> str:
+    """The message a JSON-RPC error with `code` may carry: `message` if it is one of the
+    known constants for that code, else the constant for the code (never request data: the
+    SDK interpolates method names, parser and validation text into some of its own)."""
+    if (code, message) in _CONSTANT_RPC_ERRORS:
+        return message
+    return _STANDARD_RPC_MESSAGES.get(code, "Server error")
 
 
 class ProtocolRefusal(EngramError):

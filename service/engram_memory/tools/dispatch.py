@@ -39,6 +39,7 @@ from engram_memory.contract.types import ToolName
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
+from engram_memory.core.host_audit import PreBindingRefusal
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
@@ -86,9 +87,19 @@ def discover(ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
     return result
 
 
-def parse_call(ctx: CallContext, audit: CallAudit, raw_arguments: object) -> ParsedArguments:
+def parse_call(
+    ctx: CallContext,
+    audit: CallAudit,
+    raw_arguments: object,
+    *,
+    duplicate_keys: bool = False,
+) -> ParsedArguments:
     """The steps of SPEC §1.8 before a tool's own: visibility, purpose binding, schema and
     secrets. Shared by every call and the bulk import (admin/importing.py).
+
+    `duplicate_keys`: the raw arguments held a key twice (raw or after NFC, SPEC §3); the
+    parsed object kept only one of them, so it is refused as the schema error it is, before
+    anything (the bound purpose included) is read from it.
 
     Raises:
         ProtocolRefusal: the tool is not visible (-32602) or the purpose differs (-32603).
@@ -98,6 +109,8 @@ def parse_call(ctx: CallContext, audit: CallAudit, raw_arguments: object) -> Par
     discovery = discover(ctx, audit)
     if ctx.tool not in discovery.visible_tools:
         raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
+    if duplicate_keys:
+        raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:duplicate_key")
     tool = ToolName(ctx.tool)
     arguments = decode_arguments(raw_arguments)
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
@@ -113,6 +126,9 @@ class CallRequest:
     confirmation_token: object = None
     # Set when the client cancels the call; checked until commit.
     cancellation: threading.Event | None = None
+    # The JSON gate saw a duplicate key in the raw arguments (json_gate.py); never set from
+    # anything the client sent in the parsed request.
+    duplicate_argument_keys: bool = False
 
 
 class MemoryService:
@@ -122,6 +138,10 @@ class MemoryService:
         self.services = services
         # Reads, replays and refusals write only their audit entry: committed in groups.
         self._audits = AuditGroupWriter(services.database)
+
+    def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
+        """Record a refusal made before any binding (host-level audit stream)."""
+        # placeholder: issue9-refusals implements
 
     def _bind(self, token: object) -> InvocationContext:
         try:
@@ -146,8 +166,9 @@ class MemoryService:
             # Listing is not a call: nothing is audited.
             visible = self._discover(ctx, CallAudit()).visible_tools
         except (PolicyUnavailable, PolicyStale) as exc:
-            # Never an empty list for an outage: the host must see that the binding failed.
-            raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "policy unavailable") from exc
+            # Never an empty list for an outage (SPEC §2), and not -32603 either ("stop, never
+            # retry"): the retriable -32000, like POLICY_UNAVAILABLE for a call.
+            raise ProtocolRefusal(ProtocolCode.POLICY_UNAVAILABLE, "policy unavailable") from exc
         return [spec for name, spec in TOOL_SPECS.items() if name in visible]
 
     def call_tool(self, request: CallRequest) -> dict[str, JsonValue]:
@@ -206,7 +227,9 @@ class MemoryService:
         carrying the audit facts gathered until then."""
         commits_before = self.services.database.commits_on_this_thread()
         try:
-            parsed = parse_call(ctx, audit, request.arguments)
+            parsed = parse_call(
+                ctx, audit, request.arguments, duplicate_keys=request.duplicate_argument_keys
+            )
             ctx.check_still_wanted()
             return _HANDLERS[request.tool](ctx, audit, parsed, request.confirmation_token)
         except (ProtocolRefusal, ToolError) as refusal:

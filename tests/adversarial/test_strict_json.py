@@ -1,0 +1,236 @@
+"""Strict JSON at the door (issue 9 item 2): hostile bytes to the real server, stdio and HTTP.
+
+Each malformed message is answered (never left waiting) with the JSON-RPC code JSON-RPC 2.0
+prescribes, a constant message and no data, and the server keeps serving a legitimate
+call right after it. Duplicate keys inside a tool call's arguments go through the normal
+call path: INVALID_SCHEMA with a valid token, -32603 with an invalid one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from engram_memory.host.context import INVOCATION_META_KEY
+from engram_memory.reference_host import connect
+from tests.adversarial.wire import (
+    ALICE,
+    RawHttp,
+    RawStdio,
+    Secrets,
+    make_secrets,
+    raw_stdio,
+    search_call,
+    serving_http,
+)
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+
+Exchange = Callable[[bytes], dict[str, Any]]
+
+
+def _nested(depth: int) -> bytes:
+    """A ping whose params hold arrays nested so the whole message is `depth` deep."""
+    inner = depth - 2  # the envelope object and params object count
+    return (
+        b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":'
+        + b"[" * inner
+        + b"]" * inner
+        + b"}}"
+    )
+
+
+_PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"'
+# (name, raw message, expected code, expected id)
+_MALFORMED: list[tuple[str, bytes, int, object]] = [
+    ("not_utf8", _PING + b',"params":{"x":"\xff"}}', PARSE_ERROR, None),
+    ("utf8_encoded_surrogate", _PING + b',"params":{"x":"\xed\xa0\x80"}}', PARSE_ERROR, None),
+    ("escaped_lone_surrogate", _PING + b',"params":{"x":"\\ud800"}}', PARSE_ERROR, None),
+    ("lone_surrogate_in_a_key", _PING + b',"params":{"\\udc00":1}}', PARSE_ERROR, None),
+    ("truncated_json", _PING + b',"params":{', PARSE_ERROR, None),
+    ("nan_literal", _PING + b',"params":{"x":NaN}}', PARSE_ERROR, None),
+    ("nested_one_past_the_limit", _nested(65), PARSE_ERROR, None),
+    ("nested_200_deep", _nested(200), PARSE_ERROR, None),
+    ("nested_100000_deep", b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR, None),
+    ("batch_array", b"[" + _PING + b"}," + _PING + b"}]", INVALID_REQUEST, None),
+    ("empty_batch", b"[]", INVALID_REQUEST, None),
+    ("bare_number", b"42", INVALID_REQUEST, None),
+    ("bare_null", b"null", INVALID_REQUEST, None),
+    ("object_id", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', INVALID_REQUEST, None),
+    ("boolean_id", b'{"jsonrpc":"2.0","id":true,"method":"ping"}', INVALID_REQUEST, None),
+    ("fractional_id", b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', INVALID_REQUEST, None),
+    ("null_id", b'{"jsonrpc":"2.0","id":null,"method":"ping"}', INVALID_REQUEST, None),
+    ("duplicate_id", b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', INVALID_REQUEST, None),
+    ("duplicate_method", _PING + b',"method":"tools/list"}', INVALID_REQUEST, None),
+    ("wrong_jsonrpc_version", b'{"jsonrpc":"1.0","id":4,"method":"ping"}', INVALID_REQUEST, 4),
+    ("method_not_a_string", b'{"jsonrpc":"2.0","id":4,"method":7}', INVALID_REQUEST, 4),
+    (
+        "params_an_array",
+        b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}',
+        INVALID_REQUEST,
+        4,
+    ),
+    ("response_without_result", b'{"jsonrpc":"2.0","id":4}', INVALID_REQUEST, 4),
+    (
+        "duplicate_key_in_params",
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"a","cursor":"b"}}',
+        INVALID_REQUEST,
+        4,
+    ),
+    (
+        "duplicate_key_in_meta",
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"k":1,"k":2}}}',
+        INVALID_REQUEST,
+        4,
+    ),
+    (
+        "duplicate_key_after_nfc_in_params",
+        b'{"jsonrpc":"2.0","id":4,"method":"ping","params":{"\\u00e9":1,"e\\u0301":2}}',
+        INVALID_REQUEST,
+        4,
+    ),
+    (
+        "duplicate_key_in_a_notification",
+        b'{"jsonrpc":"2.0","method":"notifications/initialized","params":{"a":1,"a":2}}',
+        INVALID_REQUEST,
+        None,
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
+    return make_secrets(tmp_path_factory.mktemp("strict-json"))
+
+
+@pytest.fixture(scope="module")
+def http_url(secrets: Secrets, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # Its own store: the stdio server of this module holds the other one.
+    data_dir = tmp_path_factory.mktemp("http-data")
+    with serving_http({**secrets.env, "ENGRAM_DATA_DIR": str(data_dir)}) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def stdio(secrets: Secrets) -> Iterator[RawStdio]:
+    with raw_stdio(secrets.env) as client:
+        yield client
+
+
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def exchange(request: pytest.FixtureRequest, secrets: Secrets) -> Iterator[Exchange]:
+    """Send one raw message in an initialized session and return the answer; HTTP answers
+    to refusals must be status 400 (what the SDK itself answers to a parse error)."""
+    if request.param == "stdio":
+        yield request.getfixturevalue("stdio").exchange
+        return
+    client = RawHttp(request.getfixturevalue("http_url"))
+
+    def post(raw: bytes) -> dict[str, Any]:
+        answer = client.post(raw)
+        if "error" in answer.message and answer.message["error"]["code"] in (-32700, -32600):
+            assert answer.status == 400
+        return answer.message
+
+    yield post
+    client.close()
+
+
+def _assert_constant_error(answer: dict[str, Any], code: int, request_id: object) -> None:
+    assert answer["id"] == request_id
+    assert answer["error"]["code"] == code
+    assert set(answer["error"]) == {"code", "message"}  # no data
+
+
+def _assert_still_served(exchange: Exchange, secrets: Secrets) -> None:
+    answer = exchange(search_call(99, secrets.token()))
+    assert answer["id"] == 99
+    assert answer["result"]["structuredContent"]["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("raw", "code", "request_id"),
+    [case[1:] for case in _MALFORMED],
+    ids=[case[0] for case in _MALFORMED],
+)
+def test_a_malformed_message_is_answered_with_a_constant_error_and_the_server_keeps_serving(
+    exchange: Exchange, secrets: Secrets, raw: bytes, code: int, request_id: object
+) -> None:
+    _assert_constant_error(exchange(raw), code, request_id)
+    _assert_still_served(exchange, secrets)
+
+
+def test_nesting_at_the_documented_depth_is_accepted(exchange: Exchange) -> None:
+    answer = exchange(_nested(64))
+    assert answer == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def _call_with_arguments(request_id: int, arguments_json: str, token: str) -> bytes:
+    meta = json.dumps({INVOCATION_META_KEY: token})
+    return (
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":'
+        f'{{"name":"engram_memory_search","arguments":{arguments_json},"_meta":{meta}}}}}'
+    ).encode()
+
+
+_PURPOSE = json.dumps(ALICE.purpose_ref)
+_DUPLICATED_ARGUMENTS = {
+    "raw_duplicate": f'{{"query":"a","query":"b","purpose_ref":{_PURPOSE}}}',
+    "duplicate_after_nfc": f'{{"query":"a","purpose_ref":{_PURPOSE},"\\u00e9":1,"e\\u0301":2}}',
+    "nested_duplicate": f'{{"query":"a","purpose_ref":{_PURPOSE},"filters":{{"k":1,"k":1}}}}',
+    "duplicate_purpose": f'{{"query":"a","purpose_ref":"purpose:other","purpose_ref":{_PURPOSE}}}',
+}
+
+
+@pytest.mark.parametrize("arguments", _DUPLICATED_ARGUMENTS.values(), ids=_DUPLICATED_ARGUMENTS)
+def test_duplicate_keys_in_a_tool_calls_arguments_are_an_invalid_schema_envelope(
+    exchange: Exchange, secrets: Secrets, arguments: str
+) -> None:
+    answer = exchange(_call_with_arguments(7, arguments, secrets.token()))
+    assert answer["id"] == 7
+    envelope = answer["result"]["structuredContent"]
+    assert envelope["ok"] is False
+    assert envelope["error"]["code"] == "INVALID_SCHEMA"
+    _assert_still_served(exchange, secrets)
+
+
+def test_duplicate_argument_keys_with_an_invalid_token_are_refused_at_the_binding_first(
+    exchange: Exchange, secrets: Secrets
+) -> None:
+    forged = secrets.token()[:-4] + "AAAA"
+    answer = exchange(_call_with_arguments(8, _DUPLICATED_ARGUMENTS["raw_duplicate"], forged))
+    _assert_constant_error(answer, -32603, 8)
+    _assert_still_served(exchange, secrets)
+
+
+def test_the_same_arguments_without_duplicates_are_served(
+    exchange: Exchange, secrets: Secrets
+) -> None:
+    arguments = f'{{"query":"a","purpose_ref":{_PURPOSE}}}'
+    answer = exchange(_call_with_arguments(9, arguments, secrets.token()))
+    assert answer["result"]["structuredContent"]["ok"] is True
+
+
+def test_a_valid_notification_gets_no_answer_over_stdio(stdio: RawStdio, secrets: Secrets) -> None:
+    stdio.send(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}')
+    # The next message on the wire answers the next request, not the notification.
+    assert stdio.exchange(search_call(10, secrets.token()))["id"] == 10
+
+
+async def test_the_reference_host_is_served_over_http_after_the_attacks(
+    http_url: str, secrets: Secrets
+) -> None:
+    client = RawHttp(http_url)
+    try:
+        for _name, raw, code, _id in _MALFORMED:
+            assert client.post(raw).message["error"]["code"] == code
+    finally:
+        client.close()
+    async with connect(http_url, secrets.signer, ALICE) as host:
+        outcome = await host.call(
+            "engram_memory_search", {"query": "anything", "purpose_ref": ALICE.purpose_ref}
+        )
+    assert outcome.envelope["ok"] is True

@@ -1,0 +1,49 @@
+"""The gated stdin reader (stdin_lines.py), over a pipe instead of the process's stdin."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, PARSE_ERROR, GateRefusal
+from engram_memory.stdin_lines import StdinLines, raw_lines
+
+CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}'
+DUPLICATED = CALL.replace(b'"arguments":{}', b'"arguments":{"a":1,"a":2}')
+
+
+def _pipe_with(data: bytes) -> int:
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    return read_end
+
+
+def test_raw_lines_are_bytes_split_on_newlines_and_never_decoded() -> None:
+    fd = _pipe_with(b"one\n\xff\xfe\n\nlast-without-newline")
+    try:
+        assert list(raw_lines(fd)) == [b"one", b"\xff\xfe", b"", b"last-without-newline"]
+    finally:
+        os.close(fd)
+
+
+async def test_admitted_lines_reach_the_reader_with_their_flag_and_refusals_are_answered() -> None:
+    fd = _pipe_with(CALL + b"\n\xff\n   \n" + DUPLICATED + b"\n")
+    refused: list[GateRefusal] = []
+
+    async def answer(refusal: GateRefusal) -> None:
+        refused.append(refusal)
+
+    lines = StdinLines(fd, accepts=lambda _message: True)
+    lines.answer_refusals(answer)
+    seen: list[tuple[str, bool]] = []
+    try:
+        with anyio.fail_after(10):
+            lines.start()
+            async for text in lines:
+                seen.append((text, DUPLICATE_ARGUMENT_KEYS.get()))
+    finally:
+        os.close(fd)
+    assert seen == [(CALL.decode() + "\n", False), (DUPLICATED.decode() + "\n", True)]
+    assert [refusal.code for refusal in refused] == [PARSE_ERROR]  # the blank line is no message
