@@ -288,6 +288,7 @@ def _commit_decision(
                 "decision_receipt_digest": decision["receipt_digest"],
             },
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
         sealed_record,
         prepared_index=prepared,

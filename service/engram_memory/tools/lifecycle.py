@@ -103,6 +103,7 @@ def _commit_withdraw(
             },
             "recorded_at": ctx.now_instant,
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
     )
     memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
@@ -202,6 +203,7 @@ def _commit_forget(
             },
             "recorded_at": ctx.now_instant,
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
     )
     memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
