@@ -59,7 +59,7 @@ class Server:
     def audit_verify(self) -> subprocess.CompletedProcess[str]:
         """`engram-memory audit verify` (the CLI) on the stopped server's store."""
         command = [sys.executable, "-m", "engram_memory.cli", "audit", "verify"]
-        return subprocess.run(  # noqa: S603 - our own CLI
+        return subprocess.run(
             [*command, "--data-dir", str(self.data_dir)],
             env=self.env,
             capture_output=True,

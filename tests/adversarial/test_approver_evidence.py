@@ -63,7 +63,8 @@ async def test_only_a_named_human_releases_a_forget_and_is_recorded_as_its_appro
         ("ok", "human:dana")
     ]
     _, approver, jti, issued_at, resolved_at, op = entries[-1]
-    assert jti and issued_at <= resolved_at
+    assert jti
+    assert issued_at <= resolved_at
     assert op == operation_digest(FORGET, normalize(approved))
     (event,) = server.rows(
         "SELECT event_json FROM journal_events WHERE scope_ref = ? AND operation = 'tombstone'",

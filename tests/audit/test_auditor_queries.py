@@ -116,7 +116,8 @@ def test_who_approved_names_the_human_behind_each_destructive_call(
     alice: Caller, services: Services, tmp_path: Path
 ) -> None:
     record_id = accepted_record(alice, "Approved for removal.")
-    args = {"record_id": record_id, "idempotency_key": "forget-key-00000001", "reason_ref": "reason:r"}
+    args = {"record_id": record_id, "idempotency_key": "forget-key-0000001"}
+    args["reason_ref"] = "reason:r"
     value(
         alice.call(
             "engram_memory_forget",

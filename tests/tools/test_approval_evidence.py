@@ -96,7 +96,8 @@ def test_a_confirmation_spent_by_a_refused_call_still_names_its_approver(
     alice: Caller, services: Services
 ) -> None:
     record_id = accepted_record(alice)
-    value(alice.call(FORGET, args := _forget_args(record_id), alice.confirm(FORGET, args, record_id)))
+    first = _forget_args(record_id)
+    value(alice.call(FORGET, first, alice.confirm(FORGET, first, record_id)))
     again = _forget_args(record_id)
     refused = alice.call(FORGET, again, alice.confirm(FORGET, again, record_id, jti="jti-late"))
     assert code(refused) == "ALREADY_TERMINAL"
