@@ -12,6 +12,7 @@ import pytest
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.parsing import normalize
 from engram_memory.core.runtime import Services
+from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import audit, journal
 from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller
@@ -19,6 +20,8 @@ from tests.tools.test_tool_rules import _key, accepted_record, capture, code, va
 
 SCOPE = "tenant:acme/workspace:support"
 FORGET = "engram_memory_forget"
+CAPTURE = "engram_memory_capture"
+ADMIT = "engram_memory_request_admission"
 APPROVAL_COLUMNS = (
     "approver",
     "confirmation_jti",
@@ -146,3 +149,22 @@ def test_a_call_request_with_a_padded_approver_changes_nothing(
     with services.database.reading() as tx:
         assert journal.head(tx, SCOPE) == before
     assert _entries(services, FORGET)[-1]["approver"] is None
+
+
+def test_a_confirmed_capture_and_admission_carry_their_approvers_in_their_events(
+    alice: Caller, services: Services
+) -> None:
+    dave = alice.as_(principal="user:dave")  # acme: dave's captures and admissions confirmed
+    args = demo_capture_arguments("Proposed by a contributor.", _key())
+    op = operation_digest(CAPTURE, normalize(args))
+    token = dave.confirm(CAPTURE, args, op, approver="human:erin")
+    candidate_id = value(dave.call(CAPTURE, args, token))["candidate_id"]
+    admit_args = {"candidate_id": candidate_id, "idempotency_key": _key()}
+    confirmed = dave.confirm(ADMIT, admit_args, candidate_id, approver="human:frank")
+    assert value(dave.call(ADMIT, admit_args, confirmed))["outcome"]["status"] == "accepted"
+    assert _event(services, f"capture:{candidate_id}")["approval"]["approver"] == "human:erin"
+    admission = _event(services, f"admission:{candidate_id}")["approval"]
+    assert admission["approver"] == "human:frank"
+    assert [entry["approver"] for entry in _entries(services, CAPTURE)] == ["human:erin"]
+    assert [entry["approver"] for entry in _entries(services, ADMIT)] == ["human:frank"]
+    _verified(services)
