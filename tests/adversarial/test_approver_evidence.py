@@ -77,5 +77,7 @@ async def test_only_a_named_human_releases_a_forget_and_is_recorded_as_its_appro
         "resolved_at": resolved_at,
         "op_digest": op,
     }
+    # The refused confirmations were not spent: only the approved one was.
+    assert server.rows("SELECT jti FROM consumed_confirmations") == [(jti,)]
     verified = server.audit_verify()
     assert verified.returncode == 0, verified.stdout
