@@ -126,12 +126,23 @@ def test_a_reused_confirmation_is_gate_failed_and_names_no_approver(
     assert reused["approver"] is None
 
 
-def test_an_edited_approver_breaks_the_audit_chain(alice: Caller, services: Services) -> None:
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE audit_entries SET approver = 'human:mallory' WHERE approver IS NOT NULL",
+        "UPDATE audit_entries SET approver = NULL",  # erased, the rest kept
+        "UPDATE audit_entries SET confirmation_resolved_at = NULL",
+        "UPDATE audit_entries SET approver = 'human:mallory' WHERE approver IS NULL",  # added
+    ],
+)
+def test_an_edited_approval_breaks_the_audit_chain(
+    alice: Caller, services: Services, tamper: str
+) -> None:
     record_id = accepted_record(alice)
     args = _forget_args(record_id)
     value(alice.call(FORGET, args, alice.confirm(FORGET, args, record_id)))
     with services.database.transaction() as tx:
-        tx.execute("UPDATE audit_entries SET approver = 'human:mallory' WHERE approver IS NOT NULL")
+        tx.execute(tamper)
     with pytest.raises(audit.AuditChainBroken), services.database.transaction() as tx:
         audit.verify(tx)
 

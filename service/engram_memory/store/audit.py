@@ -190,9 +190,14 @@ def _record_approvals(tx: Transaction, records: Sequence[AuditRecord], first: in
 
 
 def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
-    """The confirmation columns of every entry that has them, by sequence."""
+    """The confirmation columns that are set, of every entry with any, by sequence (each
+    column joins the hashed entry only when set: a half-erased approval does not verify)."""
     return {
-        int(row[0]): dict(zip(_APPROVAL_COLUMNS, row[1:], strict=True))
+        int(row[0]): {
+            column: value
+            for column, value in zip(_APPROVAL_COLUMNS, row[1:], strict=True)
+            if value is not None
+        }
         for row in tx.fetchall(_Q["scan_approvals"])
     }
 

@@ -53,4 +53,7 @@ WHERE sequence = ?;
 -- name: scan_approvals
 SELECT sequence, approver, confirmation_jti, confirmation_issued_at, confirmation_resolved_at,
        confirmation_op_digest
-FROM audit_entries WHERE approver IS NOT NULL ORDER BY sequence;
+FROM audit_entries
+WHERE approver IS NOT NULL OR confirmation_jti IS NOT NULL OR confirmation_issued_at IS NOT NULL
+   OR confirmation_resolved_at IS NOT NULL OR confirmation_op_digest IS NOT NULL
+ORDER BY sequence;
