@@ -65,7 +65,8 @@ class Caller:
             session=self.session,
             principal=self.principal,
         )
-        return mint_confirmation(SIGNER, binding, approver="human:tester", **overrides)
+        approver = overrides.pop("approver", "human:tester")
+        return mint_confirmation(SIGNER, binding, approver=approver, **overrides)
 
     def call(
         self, tool: str, arguments: dict[str, Any], confirmation: object = None, **claims: Any

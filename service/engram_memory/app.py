@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError, StoreDamaged
+from engram_memory.core.forgotten import key_forgotten_rows
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.core.search_index import follow_store
@@ -77,6 +78,8 @@ def open_store(
         # never committed go (core/indexing.py); a no-op read when there are none.
         with database.transaction() as tx:
             sweep_orphan_index(tx)
+        # Items forgotten by an earlier build keep only keyed digests from here on.
+        key_forgotten_rows(database, root_key)
         database.announce_damage = True  # serving from here: damage is logged once
     except StoreCorrupt as exc:
         database.close(checkpoint=False)

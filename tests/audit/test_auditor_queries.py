@@ -110,3 +110,35 @@ def test_export_of_a_tampered_store_is_refused(
     with pytest.raises(AuditChainBroken):
         export_data_dir(tmp_path / "data", tmp_path / "export")
     assert not (tmp_path / "export").exists()
+
+
+def test_who_approved_names_the_human_behind_each_destructive_call(
+    alice: Caller, services: Services, tmp_path: Path
+) -> None:
+    record_id = accepted_record(alice, "Approved for removal.")
+    args = {"record_id": record_id, "idempotency_key": "forget-key-0000001"}
+    args["reason_ref"] = "reason:r"
+    value(
+        alice.call(
+            "engram_memory_forget",
+            args,
+            alice.confirm(
+                "engram_memory_forget", args, record_id, approver="human:dana", jti="jti-dana"
+            ),
+        )
+    )
+    stray = {**args, "idempotency_key": "forget-key-00000002"}
+    refused = alice.call(
+        "engram_memory_forget",
+        stray,
+        alice.confirm("engram_memory_forget", stray, record_id, approver="human: "),
+    )
+    assert code(refused) == "gate_failed"
+    services.database.close()
+    export_data_dir(tmp_path / "data", tmp_path / "export")
+    rows = _query(_auditor(tmp_path / "export"), "who_approved_destructive_calls")
+    approved = [row for row in rows if row[5] is not None]
+    assert [(row[3], row[4], row[5], row[6], row[13]) for row in approved] == [
+        ("engram_memory_forget", "ok", "human:dana", "jti-dana", f"tombstone:{record_id}")
+    ]
+    assert [(row[4], row[5]) for row in rows if row[5] is None] == [("gate_failed", None)]

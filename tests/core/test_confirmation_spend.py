@@ -12,6 +12,7 @@ from engram_memory.core.call_audit import CallAudit, ConfirmationSpend
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import verify_invocation
 from engram_memory.store import memory
+from engram_memory.store.audit import ApprovalEvidence
 from tests.harness import Caller
 
 
@@ -25,7 +26,8 @@ def _gate_passed(services: Services, jti: str) -> CallAudit:
     audit = CallAudit()
     with services.database.reading() as snapshot:
         assert not memory.confirmation_used(snapshot, jti)
-        audit.confirmed(ConfirmationSpend(jti, snapshot.generation))
+        evidence = ApprovalEvidence("human:alice", jti, 1, 1, "sha256:" + "0" * 64)
+        audit.confirmed(ConfirmationSpend(evidence, snapshot.generation))
     return audit
 
 

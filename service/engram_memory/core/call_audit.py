@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ProtocolRefusal, ToolError
 from engram_memory.policy.receipts import Decision
+from engram_memory.store.audit import ApprovalEvidence
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,16 @@ class ConfirmationSpend:
     """A host confirmation the gate verified, to be consumed with the call's audit entry.
 
     `unused_at` is the generation of the snapshot that found it unused (store/published.py):
-    the call's write transaction re-checks only if a commit since consumed it.
+    the call's write transaction re-checks only if a commit since consumed it. `approval`
+    is the evidence of who approved, recorded with the entry that spends it.
     """
 
-    jti: str
+    approval: ApprovalEvidence
     unused_at: int
+
+    @property
+    def jti(self) -> str:
+        return self.approval.jti
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,13 @@ class CallAudit:
     @property
     def confirmation(self) -> ConfirmationSpend | None:
         return self._confirmation
+
+    def approval_fields(self) -> dict[str, JsonValue]:
+        """The `approval` member of the journal event of a confirmed call, else nothing: an
+        event without a confirmation keeps exactly the bytes (and hash) it always had."""
+        if self._confirmation is None:
+            return {}
+        return {"approval": self._confirmation.approval.as_json()}
 
     @property
     def decisions(self) -> tuple[Decision, ...]:

@@ -23,6 +23,7 @@ from engram_memory.host.confirmation import ConfirmationBinding, verify_confirma
 from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import audit, memory
+from engram_memory.store.audit import ApprovalEvidence
 from engram_memory.store.database import Transaction
 
 log = logging.getLogger("engram_memory.calls")
@@ -87,7 +88,14 @@ def pass_confirmation_gate(
     with ctx.services.database.reading() as tx:
         if memory.confirmation_used(tx, verified.jti):
             raise ToolError(ErrorCode.gate_failed, "confirmation already used")
-        audit.confirmed(ConfirmationSpend(verified.jti, tx.generation))
+        evidence = ApprovalEvidence(
+            approver=verified.approver,
+            jti=verified.jti,
+            issued_at_s=verified.issued_at_s,
+            resolved_at_s=verified.resolved_at_s,
+            op_digest=verified.op,
+        )
+        audit.confirmed(ConfirmationSpend(evidence, tx.generation))
 
 
 @dataclass(frozen=True)
@@ -325,6 +333,7 @@ def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
         receipts=tuple(d.receipt for d in facts.decisions),
         idempotency_key_digest=facts.idempotency_key_digest,
         detail=facts.detail,
+        approval=None if facts.confirmation is None else facts.confirmation.approval,
     )
 
 

@@ -124,6 +124,13 @@ class RootKey:
         info = b"engram-memory/blind-index/v1\0" + scope_ref.encode("utf-8")
         return _hkdf(self.stable_index_root, info)
 
+    def forgotten_digest_key(self, scope_ref: str) -> bytes:
+        """Keys the digests a forgotten record or withdrawn candidate keeps for the
+        tombstoned-content guard (core/forgotten.py). From the stable index root: the keyed
+        forms cannot be recomputed once the plain digests are gone, so this never rotates."""
+        info = b"engram-memory/forgotten-digest/v1\0" + scope_ref.encode("utf-8")
+        return _hkdf(self.stable_index_root, info)
+
     def page_cursor_secret(self) -> bytes:
         return _hkdf(self.stable_index_root, b"engram-memory/page-cursor/v1\0")
 

@@ -9,7 +9,8 @@ A confirmation travels in `_meta["engram-memory/confirmation"]` as a compact JWS
 | target | `candidate_id` / `record_id` (for capture: the operation digest) |
 | op | the operation digest `D("tool-operation", {tool, arguments})` of exactly this call |
 | session, principal | must equal the invocation context's |
-| approver | the human who said yes (`human:<subject>`; anything else is not a human) |
+| approver | the human who said yes: `human:<subject>`, the subject non-blank, at most |
+|  | 256 bytes, without surrounding whitespace or control/format characters |
 | iat, resolved_at, exp | seconds; `exp - iat` <= 300 (policy may shorten); execution |
 |  | must start within 30 s of `resolved_at` |
 | jti | single-use id, consumed atomically by the first call that passes the gate |
@@ -21,6 +22,7 @@ transaction.
 from __future__ import annotations
 
 import time
+import unicodedata
 import uuid
 from dataclasses import dataclass
 
@@ -31,6 +33,10 @@ CONFIRMATION_META_KEY = "engram-memory/confirmation"
 CONFIRMATION_TYP = "engram-confirmation+jwt"
 EXECUTION_WINDOW_S = 30
 HUMAN_PREFIX = "human:"
+MAX_APPROVER_SUBJECT_BYTES = 256
+# Control, format (zero-width, bidi), surrogate, private-use and unassigned characters, and
+# line/paragraph separators: an approver naming a human must read the same to every auditor.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -46,10 +52,32 @@ class ConfirmationBinding:
 
 @dataclass(frozen=True)
 class VerifiedConfirmation:
+    """A confirmation that released the gate: the evidence of who approved what, and when."""
+
     jti: str
     approver: str
     issued_at_s: int
     expires_at_s: int
+    resolved_at_s: int
+    op: str
+
+
+def check_approver(approver: str) -> None:
+    """Accept only `human:<subject>` with a subject a human can be named by (SPEC §7).
+
+    Raises:
+        TokenInvalid: not a human, a blank or over-long subject, surrounding whitespace, or a
+            control/format character anywhere.
+    """
+    if not approver.startswith(HUMAN_PREFIX):
+        raise TokenInvalid("approver is not a human")
+    subject = approver[len(HUMAN_PREFIX) :]
+    if not subject or subject.strip() != subject:
+        raise TokenInvalid("approver subject blank or padded")
+    if len(subject.encode("utf-8")) > MAX_APPROVER_SUBJECT_BYTES:
+        raise TokenInvalid("approver subject too long")
+    if any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in approver):
+        raise TokenInvalid("approver holds a control or format character")
 
 
 def verify_confirmation(
@@ -72,8 +100,7 @@ def verify_confirmation(
         if require_str(claims, name) != getattr(expected, name):
             raise TokenInvalid(f"bound to another {name}")
     approver = require_str(claims, "approver")
-    if not approver.startswith(HUMAN_PREFIX) or len(approver) == len(HUMAN_PREFIX):
-        raise TokenInvalid("approver is not a human")
+    check_approver(approver)
     iat, exp = int(claims["iat"]), int(claims["exp"])
     if exp - iat > max_ttl_s:
         raise TokenInvalid("ttl longer than policy allows")
@@ -84,7 +111,9 @@ def verify_confirmation(
         raise TokenInvalid("resolved_at before issue or in the future")
     if now > resolved + EXECUTION_WINDOW_S:
         raise TokenInvalid("execution window passed")
-    return VerifiedConfirmation(require_str(claims, "jti", 128), approver, iat, exp)
+    return VerifiedConfirmation(
+        require_str(claims, "jti", 128), approver, iat, exp, resolved, expected.op
+    )
 
 
 def mint_confirmation(

@@ -43,6 +43,28 @@ class AuditChainBroken(EngramError):
 
 
 @dataclass(frozen=True)
+class ApprovalEvidence:
+    """Who approved a confirmed call (issue 9 item 4): the host confirmation that released
+    its gate. Recorded in the call's audit entry and journal event."""
+
+    approver: str  # `human:<subject>`, validated by host/confirmation.py
+    jti: str
+    issued_at_s: int
+    resolved_at_s: int
+    op_digest: str
+
+    def as_json(self) -> dict[str, JsonValue]:
+        """The evidence as the journal event of the call carries it."""
+        return {
+            "approver": self.approver,
+            "jti": self.jti,
+            "issued_at": self.issued_at_s,
+            "resolved_at": self.resolved_at_s,
+            "op_digest": self.op_digest,
+        }
+
+
+@dataclass(frozen=True)
 class AuditRecord:
     """What the caller knows about one call; the chain fields are added on append."""
 
@@ -60,6 +82,8 @@ class AuditRecord:
     receipts: Sequence[DecisionReceipt] = field(default_factory=tuple)
     idempotency_key_digest: str = ""
     detail: str = ""
+    # The confirmation this call spent, if one released its gate (migration 0007).
+    approval: ApprovalEvidence | None = None
 
 
 def _entry_hash(entry: dict[str, JsonValue]) -> str:
@@ -101,11 +125,16 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
     else:  # column-wise lists, unnested row-wise by the statement
         tx.execute(_Q["insert"], [list(column) for column in zip(*rows, strict=True)])
     tx.moved_audit_head((sequence, previous))
+    _record_approvals(tx, records, sequence - len(records) + 1)
     _insert_receipts(tx, records)
     return hashes
 
 
 def _entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, JsonValue]:
+    return _base_entry(record, sequence, previous) | _approval_fields(record.approval)
+
+
+def _base_entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, JsonValue]:
     return {
         "sequence": sequence,
         "recorded_at": record.recorded_at,
@@ -123,6 +152,53 @@ def _entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, JsonV
         "idempotency_key_digest": record.idempotency_key_digest,
         "detail": record.detail,
         "previous_hash": previous,
+    }
+
+
+# The confirmation columns (migration 0007). They join the hashed entry only when a
+# confirmation was spent, so every entry written before them re-derives unchanged.
+_APPROVAL_COLUMNS = (
+    "approver",
+    "confirmation_jti",
+    "confirmation_issued_at",
+    "confirmation_resolved_at",
+    "confirmation_op_digest",
+)
+
+
+def _approval_fields(approval: ApprovalEvidence | None) -> dict[str, JsonValue]:
+    if approval is None:
+        return {}
+    values: tuple[JsonValue, ...] = (
+        approval.approver,
+        approval.jti,
+        approval.issued_at_s,
+        approval.resolved_at_s,
+        approval.op_digest,
+    )
+    return dict(zip(_APPROVAL_COLUMNS, values, strict=True))
+
+
+def _record_approvals(tx: Transaction, records: Sequence[AuditRecord], first: int) -> None:
+    """Fill the confirmation columns of the entries just appended from `first` on. A separate
+    statement: only confirmed (destructive) calls carry them, and it keeps the insert of
+    every other entry as it was."""
+    for offset, record in enumerate(records):
+        fields = _approval_fields(record.approval)
+        if fields:
+            tx.execute(_Q["set_approval"], [*fields.values(), first + offset])
+
+
+def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
+    """The confirmation columns that are set, of every entry with any, by sequence (each
+    column joins the hashed entry only when set: a half-erased approval does not verify)."""
+    return {
+        int(row[0]): {
+            column: value
+            for column, value in zip(_APPROVAL_COLUMNS, row[1:], strict=True)
+            if value is not None
+        }
+        for row in tx.fetchall(_Q["scan_approvals"])
     }
 
 
@@ -177,11 +253,13 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"receipt {row[0]} does not re-derive")
         known_receipts.add(str(row[12]))
         receipts += 1
+    approvals = _stored_approvals(tx)
     for row in tx.fetchall(_Q["scan"]):
         entry: dict[str, JsonValue] = dict(zip(_COLUMNS, row[:16], strict=True))
         entry["sequence"] = int(row[0])
         entry["target_ids"] = json.loads(row[9])
         entry["receipt_digests"] = json.loads(row[10])
+        entry.update(approvals.get(int(row[0]), {}))
         if entry["sequence"] != expected or entry["previous_hash"] != previous:
             raise AuditChainBroken(f"gap or broken link at entry {expected}")
         if _entry_hash(entry) != row[16]:

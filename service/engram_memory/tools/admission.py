@@ -10,7 +10,7 @@ from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant
-from engram_memory.core import indexing, item_keys, steps
+from engram_memory.core import forgotten, indexing, item_keys, steps
 from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
@@ -100,9 +100,11 @@ def subject_of(
     existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
     if existing is not None and existing.state == "tombstoned":
         raise ToolError(ErrorCode.ALREADY_TERMINAL, "record already tombstoned")
-    guard_hit = memory.matches_tombstoned_content(
-        tx, ctx.scope_ref, candidate.payload_digest, candidate.guard_digest
+    # Forgotten rows keep only keyed digests (core/forgotten.py): compare keyed forms.
+    payload_keyed, guard_keyed = forgotten.guard_forms(
+        ctx, candidate.payload_digest, candidate.guard_digest
     )
+    guard_hit = memory.matches_tombstoned_content(tx, ctx.scope_ref, payload_keyed, guard_keyed)
     return AdmissionSubject(candidate, envelope, record, guard_hit)
 
 
@@ -288,6 +290,7 @@ def _commit_decision(
                 "decision_receipt_digest": decision["receipt_digest"],
             },
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
         sealed_record,
         prepared_index=prepared,

@@ -225,6 +225,7 @@ def write(
             "recorded_at": ctx.now_instant,
             "principal_ref": ctx.principal_ref,
             "authorization_receipt_digest": planned.authorization_digest,
+            **audit.approval_fields(),
         },
     )
     candidate = memory.CandidateRow(

@@ -13,12 +13,13 @@ from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
-from engram_memory.core import indexing, item_keys, steps
+from engram_memory.core import forgotten, indexing, item_keys, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
-from engram_memory.store import journal, memory
+from engram_memory.store import journal, key_intents, memory
 from engram_memory.store.database import Transaction
+from engram_memory.store.forgotten import ContentDigests
 
 # Every projection a forget must purge; the coverage receipt names them.
 PROJECTIONS = ("lexical_index",)
@@ -103,10 +104,15 @@ def _commit_withdraw(
             },
             "recorded_at": ctx.now_instant,
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
     )
     memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
     ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
+    digests = ContentDigests(
+        candidate.payload_digest, candidate.guard_digest, candidate.record_digest
+    )
+    forgotten.forget_candidate(tx, ctx, candidate_id, digests)
     output: dict[str, JsonValue] = {
         "receipt": _receipt(
             ctx, audit, authz, event, mutation, ("withdraw", "pending", "withdrawn")
@@ -202,11 +208,15 @@ def _commit_forget(
             },
             "recorded_at": ctx.now_instant,
             "principal_ref": ctx.principal_ref,
+            **audit.approval_fields(),
         },
     )
     memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
     indexing.purge_record(tx, ctx, record_id)
     ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
+    source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)
+    digests = ContentDigests(record.payload_digest, record.guard_digest, record.record_digest)
+    forgotten.forget_record(tx, ctx, record_id, None if source is None else source[0], digests)
     output: dict[str, JsonValue] = {
         "receipt": _receipt(
             ctx, audit, authz, event, mutation, ("tombstone", record.state, "tombstoned")

@@ -42,3 +42,18 @@ SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(
 SELECT decision_id, audit_id, scope_ref, policy_path, input_digest, result_digest, bundle_revision,
        bundle_digest, engine_id, engine_version, reasons_json, decided_at_ms, receipt_digest
 FROM decision_receipts ORDER BY decided_at_ms, decision_id;
+
+-- name: set_approval
+-- The confirmation that released a call's gate (migration 0007), on the entry just appended.
+UPDATE audit_entries
+SET approver = ?, confirmation_jti = ?, confirmation_issued_at = ?, confirmation_resolved_at = ?,
+    confirmation_op_digest = ?
+WHERE sequence = ?;
+
+-- name: scan_approvals
+SELECT sequence, approver, confirmation_jti, confirmation_issued_at, confirmation_resolved_at,
+       confirmation_op_digest
+FROM audit_entries
+WHERE approver IS NOT NULL OR confirmation_jti IS NOT NULL OR confirmation_issued_at IS NOT NULL
+   OR confirmation_resolved_at IS NOT NULL OR confirmation_op_digest IS NOT NULL
+ORDER BY sequence;
