@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.private_files import check_trusted_file
 
 
 def _b64url(data: bytes) -> str:
@@ -59,8 +60,11 @@ class HostKeyring:
         """Load trusted keys from a PEM bundle or a JWKS document.
 
         Raises:
-            ConfigurationError: unreadable file, no Ed25519 key, or a non-Ed25519 key.
+            ConfigurationError: unreadable file, writable by group/others or owned by
+                another user (whoever rewrites it can mint tokens), no Ed25519 key, or a
+                non-Ed25519 key.
         """
+        check_trusted_file(path, "host keys")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
