@@ -69,12 +69,16 @@ def make_private(path: Path) -> None:
 
 
 def make_private_directory(path: Path) -> None:
-    """Create `path` (and missing parents) as 0700 directories; an existing one is kept.
+    """Create `path` and its missing parents as 0700 directories; existing ones are kept.
+
+    (`Path.mkdir(parents=True)` would create the parents with the umask's mode.)
 
     Raises:
         OSError: it cannot be created.
     """
-    path.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for directory in reversed(missing):
+        directory.mkdir(exist_ok=True, mode=DIRECTORY_MODE)
 
 
 def check_trusted_file(path: Path, what: str) -> None:
