@@ -149,3 +149,10 @@ def test_explicit_modes_hold_under_a_permissive_umask(tmp_path: Path) -> None:
     assert _mode(tmp_path / "a") == 0o700
     assert _mode(tmp_path / "a" / "b") == 0o700
     assert _mode(tmp_path / "a" / "b" / "f") == 0o600
+
+
+def test_an_ownership_check_alone_changes_no_mode(tmp_path: Path) -> None:
+    data_dir = _loose_store(tmp_path)
+    assert secure_data_dir(data_dir, tighten=False) == []
+    assert _mode(data_dir) == 0o755
+    assert _mode(data_dir / "engram.duckdb") == 0o644

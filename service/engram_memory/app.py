@@ -100,12 +100,14 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
-    # Before anything is written: another user's entry is refused, loose modes are tightened.
-    secure_data_dir(config.data_dir)
+    # Before anything is written: a data directory holding another user's entry is refused.
+    secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
+            # The store will be served: what was found looser than 0700/0600 is tightened.
+            secure_data_dir(config.data_dir)
             keys = _settled_keys(database, config, grace_s)
             search_index = follow_store(database)
             yield MemoryService(

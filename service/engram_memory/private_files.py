@@ -6,9 +6,10 @@ Three layers, because no single one is enough:
 - files the service writes itself are created with explicit modes (0600 files, 0700
   directories), so they stay private in a process that did not set the umask (tests, an
   embedding application);
-- at start-up (`app.open_store`) the data directory is checked: an entry owned by another
-  user is refused before anything is written, and anything found looser than 0700/0600 is
-  tightened, one log line per fix naming the path and the old and new mode (never content).
+- at start-up (`app.open_service`) the data directory is checked: an entry owned by another
+  user is refused before anything is written; once the store has passed its checks (so a
+  refused start changes nothing), anything found looser than 0700/0600 is tightened, one
+  log line per fix naming the path and the old and new mode (never content).
 
 Another user's entry is refused rather than re-owned: a process that can chown is root, and a
 store that root's files reach (or an attacker pre-created) cannot be trusted to be ours. The
@@ -103,12 +104,14 @@ def check_trusted_file(path: Path, what: str) -> None:
         )
 
 
-def secure_data_dir(data_dir: Path) -> list[ModeFix]:
+def secure_data_dir(data_dir: Path, *, tighten: bool = True) -> list[ModeFix]:
     """Refuse a data directory holding another user's entries; tighten loose modes.
 
     A missing directory is left for the store to create (0700). Symbolic links inside are
     checked for ownership but never followed, so a link cannot make us chmod a file
-    elsewhere.
+    elsewhere. With `tighten` False only ownership is checked: a start that the store then
+    refuses (held by another process, damaged, behind its anchor) leaves its files exactly
+    as it found them, modes included.
 
     Raises:
         ConfigurationError: the directory or an entry in it is owned by another user, or it
@@ -130,6 +133,8 @@ def secure_data_dir(data_dir: Path) -> list[ModeFix]:
                 f"{path} in the data directory is owned by uid {info.st_uid}, not by this "
                 f"user (uid {uid}); refusing to use it (see {OWNERSHIP_FIX})"
             )
+    if not tighten:
+        return []
     fixes = [fix for path, info in entries if (fix := _tighten(path, info)) is not None]
     for fix in fixes[:MAX_FIX_LINES]:
         log.warning("file modes: %s was %04o, now %04o", fix.path, fix.old_mode, fix.new_mode)
