@@ -160,10 +160,15 @@ def _entries_below(directory: Path) -> list[tuple[Path, os.stat_result]]:
         try:
             with os.scandir(current) as listing:
                 for entry in listing:
-                    info = entry.stat(follow_symlinks=False)
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue  # removed meanwhile (a server already running on it)
                     found.append((Path(entry.path), info))
                     if stat.S_ISDIR(info.st_mode):
                         pending.append(Path(entry.path))
+        except FileNotFoundError:
+            continue
         except OSError as exc:
             raise ConfigurationError(f"data directory entry {current} cannot be listed") from exc
     return found
@@ -181,6 +186,8 @@ def _tighten(path: Path, info: os.stat_result) -> ModeFix | None:
     # between the data directory and `path` is already 0700: nobody else can swap it now.
     try:
         os.chmod(path, allowed)
+    except FileNotFoundError:
+        return None
     except OSError as exc:
         raise ConfigurationError(f"mode of {path} cannot be tightened to {allowed:04o}") from exc
     return ModeFix(path, old, allowed)

@@ -38,25 +38,24 @@ _STRIPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
 _ALSO_STRIPPED = (0x180E, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFFF0, 0xFFF9))
 _LINE_BREAKS = (0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85)
 _DASHES = (*range(0x2010, 0x2016), 0x2212)
-# Planes holding every assigned Cf, Mn, Me and space character: the BMP, the SMP and the
-# tags/variation-selector block of plane 14. Scanning only these keeps the one-time table
-# build short.
-_SCANNED = (range(0x0000, 0x20000), range(0xE0000, 0xE1000))
+# The planes holding every other assigned Cf, Mn, Me and space character: the BMP and the
+# SMP (plane 14's tags and variation selectors are all removed below). Scanning only these
+# keeps the one-time table build short.
+_SCANNED = range(0x0000, 0x20000)
 
 
 @functools.cache
 def _fold_table() -> dict[int, str | None]:
     """code point → replacement (None removes it), built once on first non-ASCII input."""
     table: dict[int, str | None] = {}
-    for block in _SCANNED:
-        for code in block:
-            category = unicodedata.category(chr(code))
-            if category in _STRIPPED_CATEGORIES:
-                table[code] = None
-            elif category == "Zs" and code != 0x20:
-                table[code] = " "
-            elif category in ("Zl", "Zp"):
-                table[code] = "\n"
+    for code in _SCANNED:
+        category = unicodedata.category(chr(code))
+        if category in _STRIPPED_CATEGORIES:
+            table[code] = None
+        elif category == "Zs" and code != 0x20:
+            table[code] = " "
+        elif category in ("Zl", "Zp"):
+            table[code] = "\n"
     for code in _ALSO_STRIPPED:
         table[code] = None
     for code in range(0xE0000, 0xE1000):  # the whole tag/variation block is ignorable

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,8 +145,12 @@ class HostSigningKey:
         fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(private_pem)
-        public_path.write_bytes(
-            self.private_key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
+        public_pem = self.private_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
+        # Readable by all, writable by its owner only, whatever the umask: the server refuses
+        # a trusted host-key file that others could rewrite (private_files.py).
+        fd = os.open(public_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(public_pem)
+        os.chmod(public_path, stat.S_IMODE(os.stat(public_path).st_mode) & ~0o022)
