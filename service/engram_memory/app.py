@@ -22,6 +22,7 @@ from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnav
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
+from engram_memory.private_files import secure_data_dir
 from engram_memory.store.anchors import open_anchor
 from engram_memory.store.database import (
     Database,
@@ -97,14 +98,19 @@ def open_store(
 
 @contextmanager
 def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iterator[MemoryService]:
-    """Raises: ConfigurationError: keys, policy engine or store unusable (one line, named);
+    """Raises: ConfigurationError: keys, data directory (another user's entry), policy
+    engine or store unusable (one line, named);
     StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
+    # Before anything is written: a data directory holding another user's entry is refused.
+    secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
     with open_policy_engine(config.policy, config.bundle) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
+            # The store will be served: what was found looser than 0700/0600 is tightened.
+            secure_data_dir(config.data_dir)
             keys = _settled_keys(database, config, grace_s)
             search_index = follow_store(database)
             yield MemoryService(

@@ -17,8 +17,11 @@ from pathlib import Path
 from types import FrameType
 
 from engram_memory.contract.errors import ConfigurationError, EngramError, StoreRefusal
+from engram_memory.private_files import use_private_umask
 
 EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
+# Commands that create store, key, export or backup files: they run under umask 077.
+_PRIVATE_COMMANDS = frozenset({"serve", "admin", "audit", "import", "host"})
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -232,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     logging.getLogger("mcp").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
+    # Whatever DuckDB creates on its own (WAL, temporary files, attached copies) must be as
+    # private as the files we create with explicit modes (private_files.py).
+    previous_umask = use_private_umask() if args.command in _PRIVATE_COMMANDS else None
     try:
         code: int = args.handler(args)
     except ConfigurationError as exc:
@@ -244,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Our own exceptions carry constant, sanitized text only.
         print(f"engram-memory: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if previous_umask is not None:
+            os.umask(previous_umask)
     return code
 
 

@@ -241,17 +241,33 @@ def test_a_malformed_unconfigured_answer_is_policy_unavailable() -> None:
 
 @pytest.mark.parametrize(
     "changes",
-    [
-        {"record_digest": "sha256:" + "d" * 64},
-        {"issued_at_ms": NOW_MS + 1},
-        {"issued_at_ms": NOW_MS - 300_001},
-    ],
+    [{"issued_at_ms": NOW_MS + 1}, {"issued_at_ms": NOW_MS - 300_001}],
 )
-def test_an_unbound_or_untimely_admission_decision_is_policy_stale(
-    changes: dict[str, object],
-) -> None:
-    with pytest.raises(PolicyStale):
+def test_an_untimely_admission_decision_is_policy_stale(changes: dict[str, object]) -> None:
+    with pytest.raises(PolicyStale) as caught:
         _decider({**ADMISSION_OK, **changes}).admission(subject(), CANDIDATE, NOW_MS)
+    assert caught.value.code is ErrorCode.POLICY_STALE
+
+
+def test_an_admission_decision_of_another_policy_revision_is_policy_stale() -> None:
+    other = "test+sha256:" + "2" * 64
+    with pytest.raises(PolicyStale) as caught:
+        _decider(ADMISSION_OK, revision=other).admission(subject(), CANDIDATE, NOW_MS)
+    assert caught.value.code is ErrorCode.POLICY_STALE
+
+
+def test_an_admission_decision_bound_to_another_record_is_policy_unavailable() -> None:
+    # SPEC §4.4 step 3: an unbound decision is POLICY_UNAVAILABLE, even when it is fresh.
+    unbound = {**ADMISSION_OK, "record_digest": "sha256:" + "d" * 64}
+    with pytest.raises(PolicyUnavailable) as caught:
+        _decider(unbound).admission(subject(), CANDIDATE, NOW_MS)
+    assert caught.value.code is ErrorCode.POLICY_UNAVAILABLE
+
+
+def test_an_unbound_and_untimely_admission_decision_is_policy_unavailable() -> None:
+    unbound = {**ADMISSION_OK, "record_digest": "sha256:" + "d" * 64, "issued_at_ms": 0}
+    with pytest.raises(PolicyUnavailable):
+        _decider(unbound).admission(subject(), CANDIDATE, NOW_MS)
 
 
 def test_an_admission_decision_exactly_300_seconds_old_is_still_fresh() -> None:
@@ -263,5 +279,6 @@ def test_an_admission_decision_exactly_300_seconds_old_is_still_fresh() -> None:
     "changes", [{"decision": "maybe"}, {"policy_id": ""}, {"issued_at_ms": -1}]
 )
 def test_a_malformed_admission_decision_is_policy_unavailable(changes: dict[str, object]) -> None:
-    with pytest.raises(PolicyUnavailable):
+    with pytest.raises(PolicyUnavailable) as caught:
         _decider({**ADMISSION_OK, **changes}).admission(subject(), CANDIDATE, NOW_MS)
+    assert caught.value.code is ErrorCode.POLICY_UNAVAILABLE

@@ -13,11 +13,11 @@ import pytest
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.demo import demo_capture_arguments
-from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.decider import ADMISSION_PATH, PolicyDecider
 from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
 from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller
-from tests.tools.test_tool_rules import accepted_record, code, high_water, value
+from tests.tools.test_tool_rules import accepted_record, admit, capture, code, high_water, value
 
 
 class _UnreachableEngine:
@@ -68,6 +68,40 @@ def test_engine_serving_another_bundle_is_policy_stale(
     services.decider = PolicyDecider(_OtherRevisionEngine(engine), real.expected, services.clock_ms)
     envelope = alice.call("engram_memory_search", {"query": "x", "purpose_ref": alice.purpose_ref})
     assert code(envelope) == "POLICY_STALE"
+
+
+class _UnboundAdmissionEngine:
+    """Answers like the real engine, but its admission decisions name another record."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.engine_id = real.engine_id
+        self.engine_version = real.engine_version
+
+    def evaluate(self, path: str, policy_input: Mapping[str, Any]) -> EngineAnswer:
+        answer = self.real.evaluate(path, policy_input)
+        if path == ADMISSION_PATH and isinstance(answer.result, Mapping):
+            unbound = {**answer.result, "record_digest": "sha256:" + "d" * 64}
+            return EngineAnswer(unbound, answer.revision)
+        return answer
+
+    def close(self) -> None:
+        return None
+
+
+def test_unbound_admission_decision_is_policy_unavailable_and_the_candidate_stays_pending(
+    alice: Caller, services: Services, engine: Any
+) -> None:
+    candidate_id = capture(alice)["candidate_id"]
+    real = services.decider
+    services.decider = PolicyDecider(
+        _UnboundAdmissionEngine(engine), real.expected, services.clock_ms
+    )
+    envelope = admit(alice, candidate_id)
+    assert code(envelope) == "POLICY_UNAVAILABLE"
+    assert envelope["error"]["retriable"] is True
+    services.decider = real
+    assert value(admit(alice, candidate_id))["outcome"]["status"] == "accepted"
 
 
 def test_failed_audit_write_fails_the_call_and_rolls_back_the_mutation(

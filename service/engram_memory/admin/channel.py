@@ -53,7 +53,10 @@ def runtime_directory() -> Path:
     directory of any length.
 
     Raises:
-        ConfigurationError: the directory exists but is not a private directory of ours.
+        ConfigurationError: the directory exists but is not a private directory of ours: a
+            link or another kind of file, another user's (someone may be squatting on the
+            socket name), or open to group/others. Nothing is changed: the message names the
+            documented fix (README, "Host maintenance").
     """
     base = os.environ.get("XDG_RUNTIME_DIR")
     uid = os.getuid()
@@ -65,10 +68,18 @@ def runtime_directory() -> Path:
     with suppress(FileExistsError):
         directory.mkdir(mode=0o700, parents=False)
     info = directory.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
+    problem = None
+    if not stat.S_ISDIR(info.st_mode):
+        problem = "is not a directory (a link or another file)"
+    elif info.st_uid != uid:
+        problem = f"is owned by uid {info.st_uid}, not by this user (uid {uid})"
+    elif info.st_mode & 0o077:
+        problem = f"has mode {stat.S_IMODE(info.st_mode):04o}, not 0700"
+    if problem is not None:
         raise ConfigurationError(
-            f"maintenance runtime directory {directory} must be a directory of uid {uid} "
-            "with mode 0700"
+            f"maintenance runtime directory {directory} {problem}: remove it (as its owner "
+            "or root) or set XDG_RUNTIME_DIR to a private directory of this user; see "
+            "README, 'Host maintenance'"
         )
     return directory
 

@@ -8,6 +8,7 @@ ints because the reference engine treats them as the same number.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import unicodedata
@@ -25,11 +26,21 @@ class NonCanonicalValue(ValueError):
     """A value cannot be represented canonically; maps to INVALID_SCHEMA at the boundary."""
 
 
+# UAX #15 "Stream-Safe Text Format": no real text needs more combining marks in a row.
+MAX_NONSTARTER_RUN = 30
+
+
 def nfc(text: str) -> str:
     """NFC-normalize `text`, refusing unpaired surrogates.
 
+    Normalizing sorts each run of combining marks by insertion (CPython), so one 64 KiB run
+    of marks out of canonical order costs seconds and a 1 MiB one many minutes. A string
+    already in NFC is checked in linear time and kept; one that needs normalizing is refused
+    if it holds a run of more than MAX_NONSTARTER_RUN combining marks (project decision).
+
     Raises:
-        NonCanonicalValue: the string holds an unpaired surrogate.
+        NonCanonicalValue: the string holds an unpaired surrogate, or needs normalizing and
+            holds an over-long run of combining marks.
     """
     if text.isascii():
         return text  # ASCII is NFC and holds no surrogate (ids, digests, refs: most strings)
@@ -37,7 +48,24 @@ def nfc(text: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise NonCanonicalValue("unpaired surrogate") from exc
+    if unicodedata.is_normalized("NFC", text):
+        return text
+    if _NONSTARTER_RUN in text.translate(_nonstarter_table()):
+        raise NonCanonicalValue("over-long run of combining marks")
     return unicodedata.normalize("NFC", text)
+
+
+_NONSTARTER = "\x01"
+_NONSTARTER_RUN = _NONSTARTER * (MAX_NONSTARTER_RUN + 1)
+
+
+@functools.cache
+def _nonstarter_table() -> dict[int, str]:
+    """Every non-starter (canonical combining class > 0) → one marker; the marker itself →
+    another character, so only non-starters make a run. They all lie in planes 0 and 1."""
+    table = {code: _NONSTARTER for code in range(0x20000) if unicodedata.combining(chr(code)) > 0}
+    table[ord(_NONSTARTER)] = "\x02"
+    return table
 
 
 def utf8_len(text: str) -> int:

@@ -7,6 +7,10 @@ built-in pattern starts with a literal or a short anchored token and uses bounde
 with disjoint neighbouring classes: no nested quantifiers, no exponential backtracking, and the
 work per start position is capped.
 
+Evasions: shapes are matched on a folded copy of the text (secret_folding.py: format
+characters and combining marks removed, compatibility forms decomposed), so zero-width,
+full-width or decorated secrets are refused too; what is stored stays the NFC input.
+
 False positives: assignments such as `token: bucket` in ordinary prose are not flagged; an
 unquoted `key: value` only counts when the value mixes letters and digits, like generated
 credentials do.
@@ -19,6 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.secret_folding import fold_for_detection
 
 # Names that mark the value assigned to them as a credential. `access_token`, `client_secret`
 # and `DB_PASSWORD` match through their last word.
@@ -163,10 +168,21 @@ class SecretDetector:
         self._patterns: tuple[tuple[Hints, re.Pattern[str]], ...] = tuple(compiled)
 
     def contains_secret(self, text: str) -> bool:
-        """True if `text` holds any secret shape."""
-        folded = text.casefold()
+        """True if `text`, or its folded form (secret_folding.py), holds any secret shape.
+
+        The folded form defeats zero-width, format, full-width and combining-mark evasions;
+        `text` itself is scanned too when folding changed it, so a policy-data pattern
+        written for the text as stored (accents and all) still matches.
+        """
+        folded = fold_for_detection(text)
+        if self._matches(folded):
+            return True
+        return folded != text and self._matches(text)
+
+    def _matches(self, text: str) -> bool:
+        lowered = text.casefold()
         for hints, pattern in self._patterns:
-            if not all(any(hint in folded for hint in group) for group in hints):
+            if not all(any(hint in lowered for hint in group) for group in hints):
                 continue
             if pattern.search(text) is not None:
                 return True

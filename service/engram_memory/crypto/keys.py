@@ -205,7 +205,7 @@ class RootKey:
             ConfigurationError: the file exists or cannot be written.
         """
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             raise ConfigurationError(f"root key {path} cannot be created") from exc

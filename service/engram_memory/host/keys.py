@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.private_files import check_trusted_file
 
 
 def _b64url(data: bytes) -> str:
@@ -59,8 +61,11 @@ class HostKeyring:
         """Load trusted keys from a PEM bundle or a JWKS document.
 
         Raises:
-            ConfigurationError: unreadable file, no Ed25519 key, or a non-Ed25519 key.
+            ConfigurationError: unreadable file, writable by group/others or owned by
+                another user (whoever rewrites it can mint tokens), no Ed25519 key, or a
+                non-Ed25519 key.
         """
+        check_trusted_file(path, "host keys")
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -140,8 +145,12 @@ class HostSigningKey:
         fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as handle:
             handle.write(private_pem)
-        public_path.write_bytes(
-            self.private_key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
+        public_pem = self.private_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
+        # Readable by all, writable by its owner only, whatever the umask: the server refuses
+        # a trusted host-key file that others could rewrite (private_files.py).
+        fd = os.open(public_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(public_pem)
+        os.chmod(public_path, stat.S_IMODE(os.stat(public_path).st_mode) & ~0o022)

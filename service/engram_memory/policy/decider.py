@@ -328,9 +328,10 @@ class PolicyDecider:
         """Accept, reject or adjudicate a pending candidate (SPEC §4.4).
 
         Raises:
-            PolicyUnavailable: no admission policy, or a malformed decision.
-            PolicyStale: another bundle revision; a decision not echoing the candidate's
-                record_digest; `issued_at_ms` in the future or older than 300,000 ms.
+            PolicyUnavailable: no admission policy; a malformed decision; an unbound decision
+                (its record_digest is not the candidate's).
+            PolicyStale: another bundle revision (so another policy id/version than the
+                loaded one); `issued_at_ms` in the future or older than 300,000 ms.
         """
         policy_input = {
             **subject.as_input(),
@@ -345,8 +346,10 @@ class PolicyDecider:
             raise PolicyUnavailable("admission: no admission policy")
         parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, AdmissionShape)
         now = self._clock_ms()
+        # SPEC §4.4 step 3: a decision about another record is unbound, not stale: no fresher
+        # answer from this policy would bind it, so it is the policy that is unusable.
         if parsed.record_digest != candidate.record_digest:
-            raise PolicyStale("admission: decision not bound to the candidate's record")
+            raise PolicyUnavailable("admission: decision not bound to the candidate's record")
         if parsed.issued_at_ms > now or now - parsed.issued_at_ms > ADMISSION_MAX_AGE_MS:
             raise PolicyStale("admission: decision issued outside the freshness window")
         return AdmissionResult(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from engram_memory.durable_files import fsync_directory, fsync_path, shred
+from engram_memory.private_files import make_private
 from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> 
         raise database.driver_failure(exc, "compaction copy failed") from exc
     try:
         connection.close()
+        make_private(fresh)  # DuckDB created it under the process umask; it becomes the store
         fsync_path(fresh)
         # Keep the old inode reachable under another name so it can be overwritten once
         # the new file is in place; the rename itself is atomic.

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from engram_memory.private_files import make_private, make_private_directory
 from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,
@@ -154,11 +155,15 @@ class Database:
         try:
             if data_dir.exists() and not data_dir.is_dir():
                 raise NotADirectoryError(str(data_dir))
-            data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_directory(data_dir)  # parents too, whatever the umask
+            created = not path.exists()
             connection = _configured(duckdb.connect(str(path), read_only=read_only))
         except (duckdb.Error, OSError) as exc:
             failure, holder = diagnose_open(exc)
             raise StoreOpenFailed(failure, describe_open_failure(path, failure, holder)) from exc
+        if created:  # under the process umask; an existing file is the start-up check's
+            with suppress(OSError):
+                make_private(path)
         database = cls(connection, path, announce_damage=announce_damage)
         try:
             if not read_only:

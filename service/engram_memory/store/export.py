@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from engram_memory.contract.canonical import canonical_text
+from engram_memory.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.store.database import Transaction, load_queries
 
 _Q = load_queries("engram_memory.store.sql", "export.sql")
@@ -34,12 +36,13 @@ def export_tables(
     Raises:
         StoreUnavailable: a query or COPY failed.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_private_directory(out_dir)
     files = []
     for index, table in enumerate(EXPORTED_TABLES, start=1):
         target = out_dir / f"{table}.parquet"
         progress(f"[{index}/{len(EXPORTED_TABLES)}] exporting {table}")
         tx.execute(f"COPY (SELECT * FROM {table}) TO {_sql_path(target)} (FORMAT parquet)")  # noqa: S608 - table names are constants
+        make_private(target)  # DuckDB created it under the process umask
         row = tx.fetchone(f"SELECT count(*) FROM {table}")  # noqa: S608
         files.append(
             {
@@ -61,8 +64,10 @@ def export_tables(
         "journal_heads": journal_heads,
         "files": files,
     }
-    (out_dir / MANIFEST_FILE).write_text(
-        json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
-    )
+    text = json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
+    fd = os.open(out_dir / MANIFEST_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    make_private(out_dir / MANIFEST_FILE)  # an existing manifest keeps its mode on O_TRUNC
     progress(f"manifest written: {out_dir / MANIFEST_FILE}")
     return manifest

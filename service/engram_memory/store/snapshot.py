@@ -15,6 +15,8 @@ from pathlib import Path
 
 import duckdb
 
+from engram_memory.private_files import make_private
+
 _ALIAS = "engram_snapshot"
 
 
@@ -24,10 +26,12 @@ def copied_on_exit(cursor: duckdb.DuckDBPyConnection, target: Path) -> Iterator[
 
     Raises:
         duckdb.Error: attaching, copying or committing failed (Database maps it).
+        OSError: the copy's mode cannot be made 0600.
     """
     quoted = str(target).replace("'", "''")
     cursor.execute(f"ATTACH '{quoted}' AS {_ALIAS}")
     try:
+        make_private(target)  # a copy of the store: as private as the store
         cursor.execute("BEGIN TRANSACTION")
         try:
             yield
