@@ -27,6 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
+    from engram_memory.http_settings import load_http_settings
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
 
@@ -41,8 +42,15 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
         }
     )
+    http_settings = None
+    if args.transport == "http":
+        http_settings = load_http_settings(
+            args.host, {name: getattr(args, name) for name in _HTTP_FLAGS}
+        )
     # Before the store opens: a taken port must cost nothing and say so plainly.
     listener = _listen(args) if args.transport == "http" else None
+    if http_settings is not None and (warning := http_settings.exposure_warning()):
+        _say(warning)
     stop = GracefulStop(config.drain_seconds)
     stop.on_begin(
         lambda: _say(
@@ -64,7 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
                 anyio.run(serve_stdio, service, stop)
             else:
                 assert listener is not None
-                http_server(service, args.host, args.port, stop).run(sockets=[listener])
+                server = http_server(service, args.host, args.port, stop, http_settings)
+                server.run(sockets=[listener])
             # While closing, a further signal only cuts the remaining drain short.
             for sig in _STOP_SIGNALS:
                 signal.signal(sig, lambda _sig, _frame: stop.request())
@@ -79,6 +88,22 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# `serve` flags read by http_settings.py, each named like its ENGRAM_ variable.
+_HTTP_FLAGS = (
+    "max_request_bytes",
+    "http_max_connections",
+    "http_max_sessions",
+    "http_max_sessions_per_peer",
+    "http_session_idle_minutes",
+    "http_unbound_session_seconds",
+    "http_header_timeout_seconds",
+    "http_body_timeout_seconds",
+    "http_allowed_hosts",
+    "http_allowed_origins",
+    "tls_cert",
+    "tls_key",
+    "insecure_no_tls",
+)
 
 
 def _listen(args: argparse.Namespace) -> socket.socket:
@@ -144,6 +169,55 @@ def _host(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _add_http_flags(serve: argparse.ArgumentParser) -> None:
+    """The streamable HTTP limits and exposure flags (README: configuration table)."""
+    group = serve.add_argument_group(
+        "streamable HTTP limits and exposure",
+        "each flag overrides its ENGRAM_ variable (the flag name in capitals, ENGRAM_ first); "
+        "a --host other than loopback needs allowed hosts and origins and TLS or "
+        "--insecure-no-tls",
+    )
+    group.add_argument(
+        "--max-request-bytes", help="largest request body; larger gets 413 (default: 4194304)"
+    )
+    group.add_argument("--http-max-connections", help="open connections (default: 128)")
+    group.add_argument("--http-max-sessions", help="open MCP sessions in all (default: 256)")
+    group.add_argument(
+        "--http-max-sessions-per-peer", help="open MCP sessions per client address (default: 32)"
+    )
+    group.add_argument(
+        "--http-session-idle-minutes", help="a session idle this long ends (default: 10)"
+    )
+    group.add_argument(
+        "--http-unbound-session-seconds",
+        help="a session no valid invocation context reached ends after (default: 10)",
+    )
+    group.add_argument(
+        "--http-header-timeout-seconds",
+        help="a request's headers must arrive within (default: 10)",
+    )
+    group.add_argument(
+        "--http-body-timeout-seconds",
+        help="a request's body must arrive within, after its headers (default: 30)",
+    )
+    group.add_argument(
+        "--http-allowed-hosts",
+        help="comma-separated Host header values, `name:*` for any port (default: loopback)",
+    )
+    group.add_argument(
+        "--http-allowed-origins",
+        help="comma-separated Origin values, or 'none' (default: loopback origins)",
+    )
+    group.add_argument("--tls-cert", help="TLS certificate chain file (PEM)")
+    group.add_argument("--tls-key", help="TLS private key file (PEM)")
+    group.add_argument(
+        "--insecure-no-tls",
+        action="store_const",
+        const="true",
+        help="serve plain HTTP on a non-loopback --host (tokens travel in clear)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a stop waits for calls in flight before abandoning them "
         "(env ENGRAM_DRAIN_SECONDS; default: 10)",
     )
+    _add_http_flags(serve)
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")

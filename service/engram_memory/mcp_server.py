@@ -30,6 +30,7 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -39,7 +40,10 @@ from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.contract.schemas import ToolSpec
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
+from engram_memory.http_limits import TransportGuard
+from engram_memory.http_protocol import guarded_protocol
 from engram_memory.http_serving import AdmitWhileServing, DrainingServer
+from engram_memory.http_settings import HttpSettings
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
@@ -356,23 +360,51 @@ def http_server(
     host: str,
     port: int,
     stop: GracefulStop | None = None,
+    settings: HttpSettings | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start); run it
-    with the socket from `listen`. It prints its URL once it listens."""
+    with the socket from `listen`. It prints its URL once it listens. `settings` bound its
+    connections, sessions, timeouts and request size (http_settings.py)."""
     stop = stop or GracefulStop()
+    settings = settings or HttpSettings(host=host)
     # Not json_response: a quick call still answers with plain JSON, but a call that runs on
     # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
     app = build_server(service, stop).streamable_http_app(
-        streamable_http_path="/mcp", json_response=False, host=host
+        streamable_http_path="/mcp",
+        json_response=False,
+        host=host,
+        max_request_body_size=settings.max_request_bytes,
+        # Backstops only: the guard admits and ends sessions before the SDK's own limits bite
+        # (an ended session may still be winding down in the SDK when its place is reused).
+        max_sessions=2 * settings.max_sessions,
+        session_idle_timeout=settings.session_idle_seconds + 60,
+        # The SDK checks Host/Origin only on loopback by default; here always, with the
+        # operator's lists off loopback (required by http_settings).
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(settings.allowed_hosts),
+            allowed_origins=list(settings.allowed_origins),
+        ),
+    )
+    guarded = TransportGuard(
+        AdmitWhileServing(app, stop),
+        settings,
+        keyring=service.services.host_keys,
+        on_refusal=service.refused_before_binding,
+        now_s=lambda: service.services.clock_ms() / 1000,
     )
     config = uvicorn.Config(
-        AdmitWhileServing(app, stop),
+        guarded,
         host=host,
         port=port,
+        http=guarded_protocol(settings),
+        ssl_certfile=None if settings.tls_cert is None else str(settings.tls_cert),
+        ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
         lifespan="on",
         log_level="warning",
         access_log=False,
         # After our own drain only idle streams are left; this bounds their close.
         timeout_graceful_shutdown=3,
     )
-    return DrainingServer(config, stop, f"http://{host}:{port}/mcp")
+    url_host = f"[{host}]" if ":" in host else host
+    return DrainingServer(config, stop, f"{settings.scheme}://{url_host}:{port}/mcp")

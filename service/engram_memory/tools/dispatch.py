@@ -39,6 +39,7 @@ from engram_memory.contract.types import ToolName
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
+from engram_memory.core.host_audit import PreBindingRefusal
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenInvalid
@@ -130,6 +131,11 @@ class MemoryService:
             )
         except TokenInvalid as exc:
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
+
+    def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
+        """Record a refusal made before any binding in the host-level audit stream; never
+        raises."""
+        # placeholder: issue9-refusals implements
 
     def _discover(self, ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
         return discover(ctx, audit)
