@@ -27,6 +27,7 @@ def test_defaults_are_the_documented_safe_ones_on_loopback() -> None:
     assert settings.header_timeout_seconds == 10
     assert settings.body_timeout_seconds == 30
     assert settings.max_connections == 128
+    assert settings.max_connections_per_peer == 32
     assert settings.max_request_bytes == 4 * 1024 * 1024
     assert settings.allowed_hosts == LOOPBACK_HOSTS
     assert settings.allowed_origins == LOOPBACK_ORIGINS
@@ -47,6 +48,7 @@ def test_a_flag_overrides_its_environment_variable() -> None:
         ("ENGRAM_HTTP_MAX_SESSIONS", "many"),
         ("ENGRAM_HTTP_MAX_SESSIONS_PER_PEER", "-1"),
         ("ENGRAM_HTTP_MAX_CONNECTIONS", "1.5"),
+        ("ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER", "none"),
         ("ENGRAM_MAX_REQUEST_BYTES", "999999999999"),
         ("ENGRAM_HTTP_SESSION_IDLE_MINUTES", "0"),
         ("ENGRAM_HTTP_UNBOUND_SESSION_SECONDS", "nan"),

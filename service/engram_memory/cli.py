@@ -92,6 +92,7 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _HTTP_FLAGS = (
     "max_request_bytes",
     "http_max_connections",
+    "http_max_connections_per_peer",
     "http_max_sessions",
     "http_max_sessions_per_peer",
     "http_session_idle_minutes",
@@ -181,6 +182,10 @@ def _add_http_flags(serve: argparse.ArgumentParser) -> None:
         "--max-request-bytes", help="largest request body; larger gets 413 (default: 4194304)"
     )
     group.add_argument("--http-max-connections", help="open connections (default: 128)")
+    group.add_argument(
+        "--http-max-connections-per-peer",
+        help="open connections per client address (default: 32)",
+    )
     group.add_argument("--http-max-sessions", help="open MCP sessions in all (default: 256)")
     group.add_argument(
         "--http-max-sessions-per-peer", help="open MCP sessions per client address (default: 32)"

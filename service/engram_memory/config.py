@@ -11,6 +11,7 @@
 | ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
 | ENGRAM_MAX_REQUEST_BYTES | --max-request-bytes | 4194304: larger HTTP bodies get 413 |
 | ENGRAM_HTTP_MAX_CONNECTIONS | --http-max-connections | 128 open connections |
+| ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER | --http-max-connections-per-peer | 32 |
 | ENGRAM_HTTP_MAX_SESSIONS | --http-max-sessions | 256 sessions in all |
 | ENGRAM_HTTP_MAX_SESSIONS_PER_PEER | --http-max-sessions-per-peer | 32 per client address |
 | ENGRAM_HTTP_SESSION_IDLE_MINUTES | --http-session-idle-minutes | 10 |

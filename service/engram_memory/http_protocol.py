@@ -1,12 +1,15 @@
-"""uvicorn's HTTP/1.1 protocol with the bounds it lacks: a cap on open connections, and a
-deadline for a request's headers and another for its body.
+"""uvicorn's HTTP/1.1 protocol with the bounds it lacks: a cap on open connections (in all
+and per client address), and a deadline for a request's headers and another for its body.
 
 uvicorn times out only the idle gap between two requests (`timeout_keep_alive`): a client
 that trickles its headers byte by byte, opens a connection and sends nothing, or never
 finishes its body holds the connection (and a file descriptor) for ever. Here every request
 must have its headers within `header_timeout_seconds` of its first byte (or of the
 connection), and its whole body within `body_timeout_seconds` after them; otherwise the
-connection is closed. A connection over `max_connections` is closed as soon as it is made.
+connection is closed. A connection over `max_connections`, or over
+`max_connections_per_peer` from one address, is closed as soon as it is made: one address
+cannot take every connection (uvicorn's `limit_concurrency` would still accept the
+connection and hold it until its request arrives, to answer 503).
 
 A client that drops its connection mid-request costs one log line, never a traceback.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 import h11
@@ -54,6 +58,7 @@ class LogBudget:
 def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
     """The uvicorn protocol class that enforces `settings`' connection cap and timeouts."""
     budget = LogBudget()
+    open_by_peer: Counter[str] = Counter()
 
     class GuardedH11Protocol(H11Protocol):
         def __init__(
@@ -66,18 +71,26 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
             super().__init__(config, server_state, app_state, _loop)
             self._deadline: asyncio.TimerHandle | None = None
             self._awaiting = ""  # the part of the request the deadline is for
+            self._counted = False  # in `open_by_peer`
             self._timed_out = False
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
+            peer = self._peer()
             if len(self.connections) > settings.max_connections:
-                budget.warn(
-                    f"refused a connection: {settings.max_connections} are open "
-                    "(ENGRAM_HTTP_MAX_CONNECTIONS)"
+                refused = f"{settings.max_connections} are open (ENGRAM_HTTP_MAX_CONNECTIONS)"
+            elif open_by_peer[peer] >= settings.max_connections_per_peer:
+                refused = (
+                    f"{peer} has {settings.max_connections_per_peer} open "
+                    "(ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER)"
                 )
-                self.transport.close()
+            else:
+                open_by_peer[peer] += 1
+                self._counted = True
+                self._arm(settings.header_timeout_seconds)
                 return
-            self._arm(settings.header_timeout_seconds)
+            budget.warn(f"refused a connection: {refused}")
+            self.transport.close()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -89,6 +102,11 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._counted:
+                self._counted = False
+                open_by_peer[self._peer()] -= 1
+                if open_by_peer[self._peer()] <= 0:
+                    del open_by_peer[self._peer()]
             if not self._timed_out and self._request_incomplete():
                 budget.warn(
                     f"connection from {self._peer()} dropped before its request was complete"

@@ -23,6 +23,8 @@ from engram_memory.contract.errors import ConfigurationError
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 # Well under the usual 1,024 open-file limit, which uvicorn would otherwise run into.
 DEFAULT_MAX_CONNECTIONS = 128
+# A quarter: one address alone cannot hold every connection open.
+DEFAULT_MAX_CONNECTIONS_PER_PEER = 32
 DEFAULT_MAX_SESSIONS = 256
 DEFAULT_MAX_SESSIONS_PER_PEER = 32
 DEFAULT_SESSION_IDLE_MINUTES = 10.0
@@ -45,6 +47,7 @@ class HttpSettings:
     host: str = "127.0.0.1"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_sessions_per_peer: int = DEFAULT_MAX_SESSIONS_PER_PEER
     session_idle_seconds: float = DEFAULT_SESSION_IDLE_MINUTES * 60
@@ -198,6 +201,12 @@ def load_http_settings(
             value("ENGRAM_HTTP_MAX_CONNECTIONS"),
             "ENGRAM_HTTP_MAX_CONNECTIONS",
             DEFAULT_MAX_CONNECTIONS,
+            100_000,
+        ),
+        max_connections_per_peer=_count(
+            value("ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER"),
+            "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER",
+            DEFAULT_MAX_CONNECTIONS_PER_PEER,
             100_000,
         ),
         max_sessions=_count(

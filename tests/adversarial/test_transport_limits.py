@@ -9,6 +9,7 @@ once the host-level audit stream is merged (issue 9, refusals).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import socket
@@ -202,9 +203,10 @@ def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_unt
         _legitimate_host_is_served(url, signer, mode="legacy")
 
 
-def _trickle(port: int, request: bytes) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-    sock.sendall(request)
+def _trickle(port: int, request: bytes, peer: str = "127.0.0.2") -> socket.socket:
+    sock = _connect(port, peer)
+    with contextlib.suppress(OSError):  # a connection over a cap may be closed already
+        sock.sendall(request)
     return sock
 
 
@@ -221,7 +223,7 @@ def test_half_sent_headers_and_bodies_are_closed_after_their_timeouts_while_a_ho
     limits = {
         "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "2",
         "ENGRAM_HTTP_BODY_TIMEOUT_SECONDS": "2",
-        "ENGRAM_HTTP_MAX_CONNECTIONS": "30",
+        "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER": "12",
     }
     with _server(tmp_path, secrets, **limits) as (url, _):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
@@ -231,8 +233,8 @@ def test_half_sent_headers_and_bodies_are_closed_after_their_timeouts_while_a_ho
             b'Content-Length: 500\r\n\r\n{"jsonrpc":'
         )
         held = [_trickle(port, half_headers) for _ in range(10)]
-        held += [_trickle(port, half_body) for _ in range(10)]
-        held.append(socket.create_connection(("127.0.0.1", port), timeout=20))  # sends nothing
+        held += [_trickle(port, half_body) for _ in range(10)]  # 8 over the peer's cap
+        held.append(_connect(port, "127.0.0.3"))  # sends nothing
         start = time.monotonic()
         _legitimate_host_is_served(url, signer)
         assert all(_closed_by_server(sock) for sock in held)
@@ -242,19 +244,34 @@ def test_half_sent_headers_and_bodies_are_closed_after_their_timeouts_while_a_ho
         _legitimate_host_is_served(url, signer)
 
 
-def test_connections_over_the_cap_are_closed_at_once_and_the_held_ones_expire(
+def _connect(port: int, peer: str) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(peer, 0))
+
+
+def _closed_at_once(sock: socket.socket) -> bool:
+    start = time.monotonic()
+    return _closed_by_server(sock) and time.monotonic() - start < 2.5
+
+
+def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_them_all(
     tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
 ) -> None:
-    limits = {"ENGRAM_HTTP_MAX_CONNECTIONS": "4", "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "3"}
+    limits = {
+        "ENGRAM_HTTP_MAX_CONNECTIONS": "6",
+        "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER": "3",
+        "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "4",
+    }
     with _server(tmp_path, secrets, **limits) as (url, _):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
-        held = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(4)]
-        over = socket.create_connection(("127.0.0.1", port), timeout=20)
-        start = time.monotonic()
-        assert _closed_by_server(over)
-        assert time.monotonic() - start < 2.5  # closed on arrival, not by the header timeout
-        assert all(_closed_by_server(sock) for sock in held)
-        for sock in [*held, over]:
+        held = [_connect(port, "127.0.0.2") for _ in range(3)]  # silent: a slowloris
+        over_peer = _connect(port, "127.0.0.2")
+        assert _closed_at_once(over_peer)  # by the per-peer cap, not the header timeout
+        _legitimate_host_is_served(url, signer)  # from 127.0.0.1
+        held += [_connect(port, "127.0.0.3") for _ in range(3)]
+        over_total = _connect(port, "127.0.0.4")
+        assert _closed_at_once(over_total)
+        assert all(_closed_by_server(sock) for sock in held)  # then the header timeout
+        for sock in [*held, over_peer, over_total]:
             sock.close()
         _legitimate_host_is_served(url, signer)
 
