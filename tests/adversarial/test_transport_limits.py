@@ -276,42 +276,52 @@ def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_t
         _legitimate_host_is_served(url, signer)
 
 
+@pytest.fixture(scope="module")
+def small_requests(
+    tmp_path_factory: pytest.TempPathFactory, secrets: tuple[Path, Path, Path]
+) -> Iterator[tuple[str, Path]]:
+    """One server for the tests that need no particular limit but a small request cap."""
+    directory = tmp_path_factory.mktemp("small-requests")
+    with _server(directory, secrets, ENGRAM_MAX_REQUEST_BYTES="65536") as served:
+        yield served
+
+
 def test_an_oversized_body_is_refused_with_413_and_a_json_rpc_error(
-    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+    small_requests: tuple[str, Path], signer: HostSigningKey
 ) -> None:
-    with _server(tmp_path, secrets, ENGRAM_MAX_REQUEST_BYTES="65536") as (url, _):
-        declared = httpx.post(url, content=b"x" * 70_000, headers=HEADERS, timeout=10)
-        assert declared.status_code == 413
-        assert _error_code(declared) == TOO_LARGE_CODE
+    url, _ = small_requests
+    declared = httpx.post(url, content=b"x" * 70_000, headers=HEADERS, timeout=10)
+    assert declared.status_code == 413
+    assert _error_code(declared) == TOO_LARGE_CODE
 
-        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
-            for _ in range(10):
-                yield b" " * 8192
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(10):
+            yield b" " * 8192
 
-        streamed = httpx.post(url, content=chunks(), headers=HEADERS, timeout=10)
-        assert streamed.status_code == 413
-        assert _error_code(streamed) == TOO_LARGE_CODE
-        _legitimate_host_is_served(url, signer)
+    streamed = httpx.post(url, content=chunks(), headers=HEADERS, timeout=10)
+    assert streamed.status_code == 413
+    assert _error_code(streamed) == TOO_LARGE_CODE
+    _legitimate_host_is_served(url, signer)
 
 
 def test_a_dropped_connection_logs_exactly_one_line(
-    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+    small_requests: tuple[str, Path], signer: HostSigningKey
 ) -> None:
-    with _server(tmp_path, secrets) as (url, log_path):
-        port = int(url.rsplit(":", 1)[1].split("/")[0])
-        before = log_path.read_text().splitlines()
-        sock = _trickle(
-            port,
-            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-            b'Content-Length: 100\r\n\r\n{"jsonrpc":',
-        )
-        _legitimate_host_is_served(url, signer)  # the half request has reached the server
-        sock.close()
-        _wait_for(lambda: len(log_path.read_text().splitlines()) > len(before))
-        _legitimate_host_is_served(url, signer)  # and whatever it logged is logged by now
-        added = log_path.read_text().splitlines()[len(before) :]
-        assert len(added) == 1
-        assert "dropped" in added[0]
+    url, log_path = small_requests
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    before = log_path.read_text().splitlines()
+    sock = _trickle(
+        port,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\n\r\n{"jsonrpc":',
+    )
+    _legitimate_host_is_served(url, signer)  # the half request has reached the server
+    sock.close()
+    _wait_for(lambda: len(log_path.read_text().splitlines()) > len(before))
+    _legitimate_host_is_served(url, signer)  # and whatever it logged is logged by now
+    added = log_path.read_text().splitlines()[len(before) :]
+    assert len(added) == 1
+    assert "dropped" in added[0]
 
 
 @pytest.mark.parametrize(
