@@ -5,6 +5,8 @@ The MCP wiring itself is in mcp_server.py; this module knows uvicorn and ASGI on
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import signal
 import socket
 import sys
@@ -49,11 +51,18 @@ class DrainingServer(uvicorn.Server):
     SIGTERM (-15) before the store was closed, and SIGINT ended in a traceback.
     """
 
-    def __init__(self, config: uvicorn.Config, stop: GracefulStop, url: str) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        stop: GracefulStop,
+        url: str,
+        tls_handshake_timeout: float | None = None,
+    ) -> None:
         super().__init__(config)
         self._stop = stop
         self._url = url
         self._signals = 0
+        self._tls_handshake_timeout = tls_handshake_timeout
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -73,7 +82,21 @@ class DrainingServer(uvicorn.Server):
         self._signals += 1
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
+        if self.config.ssl is None or self._tls_handshake_timeout is None:
+            await super().startup(sockets)
+        else:
+            # A TLS handshake happens before the HTTP protocol (and its deadlines) sees the
+            # connection; asyncio bounds it at 60 s by default, and uvicorn offers no setting,
+            # so its listening servers are created with ours here.
+            loop = asyncio.get_running_loop()
+            bounded = functools.partial(
+                loop.create_server, ssl_handshake_timeout=self._tls_handshake_timeout
+            )
+            loop.create_server = bounded  # type: ignore[method-assign]
+            try:
+                await super().startup(sockets)
+            finally:
+                del loop.create_server
         if self.started:
             print(f"engram-memory: streamable HTTP on {self._url}", file=sys.stderr, flush=True)
 

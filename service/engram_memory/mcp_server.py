@@ -407,4 +407,5 @@ def http_server(
         timeout_graceful_shutdown=3,
     )
     url_host = f"[{host}]" if ":" in host else host
-    return DrainingServer(config, stop, f"{settings.scheme}://{url_host}:{port}/mcp")
+    url = f"{settings.scheme}://{url_host}:{port}/mcp"
+    return DrainingServer(config, stop, url, tls_handshake_timeout=settings.header_timeout_seconds)

@@ -410,7 +410,11 @@ def test_tls_serves_the_sdk_client_that_trusts_the_certificate_and_nothing_else(
 ) -> None:
     cert, key = _self_signed(tmp_path)
     args = ("--tls-cert", str(cert), "--tls-key", str(key))
-    with _server(tmp_path, secrets, *args, scheme="https") as (url, _):
+    limits = {"ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "2"}
+    with _server(tmp_path, secrets, *args, scheme="https", **limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        stalled = _connect(port, "127.0.0.2")  # never starts its TLS handshake
+        start = time.monotonic()
         with pytest.raises(httpx.ConnectError):
             httpx.post(url, json=_initialize(), headers=HEADERS)  # not trusted by default
         with pytest.raises(httpx.TransportError):  # and plain HTTP is not answered
@@ -426,3 +430,6 @@ def test_tls_serves_the_sdk_client_that_trusts_the_certificate_and_nothing_else(
                 return [tool.name for tool in tools]
 
         assert "engram_memory_capture" in anyio.run(list_tools)
+        assert _closed_by_server(stalled)
+        assert time.monotonic() - start < 15  # the header timeout, not asyncio's 60 s
+        stalled.close()
