@@ -133,6 +133,17 @@ async def test_an_initialize_over_the_peer_cap_is_503_retriable_and_audited() ->
     assert len(guard.sessions) == 2
 
 
+async def test_an_escaped_initialize_is_still_counted_against_the_caps() -> None:
+    app, refusals = FakeApp(), []  # type: ignore[var-annotated]
+    guard = _guard(app, refusals, max_sessions_per_peer=1)
+    escaped = INITIALIZE.replace('"initialize"', '"\\u0069nitialize"').encode()
+    assert b"initialize" not in escaped
+    assert _status(await _request(guard, [INITIALIZE.encode()])) == 200
+    refused = await _request(guard, [escaped])
+    assert _status(refused) == 503
+    assert app.sessions == 1
+
+
 async def test_an_unbound_session_is_ended_through_the_app_and_audited() -> None:
     app, refusals = FakeApp(), []  # type: ignore[var-annotated]
     guard = _guard(app, refusals, unbound_session_seconds=0.05)

@@ -131,10 +131,11 @@ class TransportGuard:
         session_id = _header(scope, SESSION_HEADER)
         if session_id is not None:
             await self._serve_in_session(session_id, body, scope, replay, send)
-        elif scope.get("method") == "POST" and b'"initialize"' in body:
+        elif scope.get("method") == "POST" and (b"initialize" in body or b"\\u" in body):
+            # (An escaped method name is only found by parsing: parse whenever one may hide.)
             await self._open_session(body, scope, replay, send)
         else:
-            await self._app(scope, replay, send)
+            await self._serve_without_session(scope, replay, send)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         declared = _header(scope, b"content-length")
@@ -192,6 +193,20 @@ class TransportGuard:
                 self.sessions.opened(peer, opened[0], bound, _delete_scope(scope, opened[0]))
             else:
                 self.sessions.release(peer)
+
+    async def _serve_without_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request outside any session; should the SDK open one all the same, it is
+        tracked (and, unbound, ends) like any other."""
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                session_id = _header(message, SESSION_HEADER)
+                if session_id is not None and self.sessions.get(session_id) is None:
+                    delete = _delete_scope(scope, session_id)
+                    self.sessions.adopt(_peer(scope), session_id, delete)
+            await send(message)
+
+        await self._app(scope, receive, watch)
 
     async def _serve_in_session(
         self, session_id: str, body: bytes, scope: Scope, receive: Receive, send: Send

@@ -73,6 +73,11 @@ class SessionTable:
         now = self._clock()
         self._sessions[session_id] = Session(peer, now, bound, scope, idle_since=now)
 
+    def adopt(self, peer: str, session_id: str, scope: dict[str, Any]) -> None:
+        """Track a session that opened without a reservation (unbound: it ends soon)."""
+        now = self._clock()
+        self._sessions[session_id] = Session(peer, now, False, scope, idle_since=now)
+
     def get(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
 
