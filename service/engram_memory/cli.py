@@ -170,56 +170,53 @@ def _host(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# (flag, what it sets, default) of the streamable HTTP limits and exposure; the ENGRAM_
+# variable of each is its name in capitals after ENGRAM_ (read by http_settings.py).
+_HTTP_FLAG_HELP = (
+    ("--max-request-bytes", "largest request body; larger gets 413", "4194304"),
+    ("--http-max-connections", "open connections", "128"),
+    ("--http-max-connections-per-peer", "open connections per client address", "32"),
+    ("--http-max-sessions", "open MCP sessions in all", "256"),
+    ("--http-max-sessions-per-peer", "open MCP sessions per client address", "32"),
+    ("--http-session-idle-minutes", "a session idle this long ends", "10"),
+    (
+        "--http-unbound-session-seconds",
+        "a session no valid invocation context reached ends after",
+        "10",
+    ),
+    ("--http-header-timeout-seconds", "a request's headers must arrive within", "10"),
+    ("--http-body-timeout-seconds", "its body must arrive within, after the headers", "30"),
+    (
+        "--http-allowed-hosts",
+        "comma-separated Host header values, name:* for any port; required off loopback",
+        "loopback names",
+    ),
+    (
+        "--http-allowed-origins",
+        "comma-separated Origin values, or 'none'; required off loopback",
+        "loopback origins",
+    ),
+    ("--tls-cert", "TLS certificate chain file (PEM), with --tls-key", "none"),
+    ("--tls-key", "TLS private key file (PEM)", "none"),
+)
+
+
 def _add_http_flags(serve: argparse.ArgumentParser) -> None:
     """The streamable HTTP limits and exposure flags (README: configuration table)."""
     group = serve.add_argument_group(
         "streamable HTTP limits and exposure",
-        "each flag overrides its ENGRAM_ variable (the flag name in capitals, ENGRAM_ first); "
-        "a --host other than loopback needs allowed hosts and origins and TLS or "
+        "a --host other than loopback needs allowed hosts and origins, and TLS or "
         "--insecure-no-tls",
     )
-    group.add_argument(
-        "--max-request-bytes", help="largest request body; larger gets 413 (default: 4194304)"
-    )
-    group.add_argument("--http-max-connections", help="open connections (default: 128)")
-    group.add_argument(
-        "--http-max-connections-per-peer",
-        help="open connections per client address (default: 32)",
-    )
-    group.add_argument("--http-max-sessions", help="open MCP sessions in all (default: 256)")
-    group.add_argument(
-        "--http-max-sessions-per-peer", help="open MCP sessions per client address (default: 32)"
-    )
-    group.add_argument(
-        "--http-session-idle-minutes", help="a session idle this long ends (default: 10)"
-    )
-    group.add_argument(
-        "--http-unbound-session-seconds",
-        help="a session no valid invocation context reached ends after (default: 10)",
-    )
-    group.add_argument(
-        "--http-header-timeout-seconds",
-        help="a request's headers must arrive within (default: 10)",
-    )
-    group.add_argument(
-        "--http-body-timeout-seconds",
-        help="a request's body must arrive within, after its headers (default: 30)",
-    )
-    group.add_argument(
-        "--http-allowed-hosts",
-        help="comma-separated Host header values, `name:*` for any port (default: loopback)",
-    )
-    group.add_argument(
-        "--http-allowed-origins",
-        help="comma-separated Origin values, or 'none' (default: loopback origins)",
-    )
-    group.add_argument("--tls-cert", help="TLS certificate chain file (PEM)")
-    group.add_argument("--tls-key", help="TLS private key file (PEM)")
+    for flag, what, default in _HTTP_FLAG_HELP:
+        variable = "ENGRAM_" + flag.removeprefix("--").replace("-", "_").upper()
+        group.add_argument(flag, help=f"{what} (env {variable}; default: {default})")
     group.add_argument(
         "--insecure-no-tls",
         action="store_const",
         const="true",
-        help="serve plain HTTP on a non-loopback --host (tokens travel in clear)",
+        help="serve plain HTTP on a non-loopback --host, tokens in clear "
+        "(env ENGRAM_INSECURE_NO_TLS=true; default: off)",
     )
 
 

@@ -18,6 +18,8 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engram_memory.http_protocol import guarded_protocol
+from engram_memory.http_settings import HttpSettings
 from engram_memory.stopping import GracefulStop
 
 
@@ -133,3 +135,26 @@ def listen(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def serve_asgi(
+    app: ASGIApp, settings: HttpSettings, port: int, stop: GracefulStop
+) -> DrainingServer:
+    """uvicorn serving `app` on `settings.host`:`port` with `settings`' connection cap,
+    deadlines and TLS (build a new one per start)."""
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=port,
+        http=guarded_protocol(settings),
+        ssl_certfile=None if settings.tls_cert is None else str(settings.tls_cert),
+        ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        # After our own drain only idle streams are left; this bounds their close.
+        timeout_graceful_shutdown=3,
+    )
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"{settings.scheme}://{host}:{port}/mcp"
+    return DrainingServer(config, stop, url, tls_handshake_timeout=settings.header_timeout_seconds)

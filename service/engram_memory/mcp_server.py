@@ -41,8 +41,7 @@ from engram_memory.contract.schemas import ToolSpec
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_limits import TransportGuard
-from engram_memory.http_protocol import guarded_protocol
-from engram_memory.http_serving import AdmitWhileServing, DrainingServer
+from engram_memory.http_serving import AdmitWhileServing, serve_asgi
 from engram_memory.http_settings import HttpSettings
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
@@ -393,19 +392,4 @@ def http_server(
         on_refusal=service.refused_before_binding,
         now_s=lambda: service.services.clock_ms() / 1000,
     )
-    config = uvicorn.Config(
-        guarded,
-        host=host,
-        port=port,
-        http=guarded_protocol(settings),
-        ssl_certfile=None if settings.tls_cert is None else str(settings.tls_cert),
-        ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        # After our own drain only idle streams are left; this bounds their close.
-        timeout_graceful_shutdown=3,
-    )
-    url_host = f"[{host}]" if ":" in host else host
-    url = f"{settings.scheme}://{url_host}:{port}/mcp"
-    return DrainingServer(config, stop, url, tls_handshake_timeout=settings.header_timeout_seconds)
+    return serve_asgi(guarded, settings, port, stop)
