@@ -203,6 +203,26 @@ def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_unt
         _legitimate_host_is_served(url, signer, mode="legacy")
 
 
+def test_a_session_bound_by_a_later_call_outlives_the_unbound_grace(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {"ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "1"}
+    with _server(tmp_path, secrets, **limits) as (url, _):
+
+        async def session() -> int:
+            # A handshake-era host: `initialize` carries no context, its first call does.
+            async with connect(url, signer, ALICE, mode="legacy") as host:
+                first = len(await host.list_tools())
+                unbound = (await anyio.to_thread.run_sync(_open, url)).headers["mcp-session-id"]
+                await anyio.to_thread.run_sync(
+                    lambda: _wait_for(lambda: _ping(url, unbound) == 404, within_s=15)
+                )
+                assert len(await host.list_tools()) == first  # same session, still served
+                return first
+
+        assert anyio.run(session) > 0
+
+
 def _trickle(port: int, request: bytes, peer: str = "127.0.0.2") -> socket.socket:
     sock = _connect(port, peer)
     with contextlib.suppress(OSError):  # a connection over a cap may be closed already
