@@ -169,7 +169,7 @@ class TransportGuard:
         peer = _peer(scope)
         messages = _messages(body)
         if not any(message.get("method") == "initialize" for message in messages):
-            await self._app(scope, receive, send)  # not an opening request after all
+            await self._serve_without_session(scope, receive, send)  # not an opening after all
             return
         refused = self.sessions.reserve(peer)
         if refused is not None:
@@ -182,6 +182,10 @@ class TransportGuard:
             if message["type"] == "http.response.start" and message["status"] < 400:
                 session_id = _header(message, SESSION_HEADER)
                 if session_id is not None:
+                    # Known before the client can use it: its next request may bind it.
+                    bound = self._has_context(messages)
+                    self.sessions.opened(peer, session_id, bound, _delete_scope(scope, session_id))
+                    self.sessions.begin(session_id)
                     opened.append(session_id)
             await send(message)
 
@@ -189,8 +193,7 @@ class TransportGuard:
             await self._app(scope, receive, watch)
         finally:
             if opened:
-                bound = self._has_context(messages)
-                self.sessions.opened(peer, opened[0], bound, _delete_scope(scope, opened[0]))
+                self.sessions.end(opened[0])
             else:
                 self.sessions.release(peer)
 
