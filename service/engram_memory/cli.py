@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
+    from engram_memory.http_settings import load_http_settings
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
 
@@ -44,8 +45,15 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
         }
     )
+    http_settings = None
+    if args.transport == "http":
+        http_settings = load_http_settings(
+            args.host, {name: getattr(args, name) for name in _HTTP_FLAGS}
+        )
     # Before the store opens: a taken port must cost nothing and say so plainly.
     listener = _listen(args) if args.transport == "http" else None
+    if http_settings is not None and (warning := http_settings.exposure_warning()):
+        _say(warning)
     stop = GracefulStop(config.drain_seconds)
     stop.on_begin(
         lambda: _say(
@@ -67,7 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
                 anyio.run(serve_stdio, service, stop)
             else:
                 assert listener is not None
-                http_server(service, args.host, args.port, stop).run(sockets=[listener])
+                server = http_server(service, args.host, args.port, stop, http_settings)
+                server.run(sockets=[listener])
             # While closing, a further signal only cuts the remaining drain short.
             for sig in _STOP_SIGNALS:
                 signal.signal(sig, lambda _sig, _frame: stop.request())
@@ -82,6 +91,23 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# `serve` flags read by http_settings.py, each named like its ENGRAM_ variable.
+_HTTP_FLAGS = (
+    "max_request_bytes",
+    "http_max_connections",
+    "http_max_connections_per_peer",
+    "http_max_sessions",
+    "http_max_sessions_per_peer",
+    "http_session_idle_minutes",
+    "http_unbound_session_seconds",
+    "http_header_timeout_seconds",
+    "http_body_timeout_seconds",
+    "http_allowed_hosts",
+    "http_allowed_origins",
+    "tls_cert",
+    "tls_key",
+    "insecure_no_tls",
+)
 
 
 def _listen(args: argparse.Namespace) -> socket.socket:
@@ -147,6 +173,56 @@ def _host(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# (flag, what it sets, default) of the streamable HTTP limits and exposure; the ENGRAM_
+# variable of each is its name in capitals after ENGRAM_ (read by http_settings.py).
+_HTTP_FLAG_HELP = (
+    ("--max-request-bytes", "largest request body; larger gets 413", "4194304"),
+    ("--http-max-connections", "open connections", "128"),
+    ("--http-max-connections-per-peer", "open connections per client address", "32"),
+    ("--http-max-sessions", "open MCP sessions in all", "256"),
+    ("--http-max-sessions-per-peer", "open MCP sessions per client address", "32"),
+    ("--http-session-idle-minutes", "a session idle this long ends", "10"),
+    (
+        "--http-unbound-session-seconds",
+        "a session no valid invocation context reached ends after",
+        "10",
+    ),
+    ("--http-header-timeout-seconds", "a request's headers must arrive within", "10"),
+    ("--http-body-timeout-seconds", "its body must arrive within, after the headers", "30"),
+    (
+        "--http-allowed-hosts",
+        "comma-separated Host header values, name:* for any port; required off loopback",
+        "loopback names",
+    ),
+    (
+        "--http-allowed-origins",
+        "comma-separated Origin values, or 'none'; required off loopback",
+        "loopback origins",
+    ),
+    ("--tls-cert", "TLS certificate chain file (PEM), with --tls-key", "none"),
+    ("--tls-key", "TLS private key file (PEM)", "none"),
+)
+
+
+def _add_http_flags(serve: argparse.ArgumentParser) -> None:
+    """The streamable HTTP limits and exposure flags (README: configuration table)."""
+    group = serve.add_argument_group(
+        "streamable HTTP limits and exposure",
+        "a --host other than loopback needs allowed hosts and origins, and TLS or "
+        "--insecure-no-tls",
+    )
+    for flag, what, default in _HTTP_FLAG_HELP:
+        variable = "ENGRAM_" + flag.removeprefix("--").replace("-", "_").upper()
+        group.add_argument(flag, help=f"{what} (env {variable}; default: {default})")
+    group.add_argument(
+        "--insecure-no-tls",
+        action="store_const",
+        const="true",
+        help="serve plain HTTP on a non-loopback --host, tokens in clear "
+        "(env ENGRAM_INSECURE_NO_TLS=true; default: off)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -202,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a stop waits for calls in flight before abandoning them "
         "(env ENGRAM_DRAIN_SECONDS; default: 10)",
     )
+    _add_http_flags(serve)
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")

@@ -9,6 +9,21 @@
 | ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
 | ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
 | ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
+| ENGRAM_MAX_REQUEST_BYTES | --max-request-bytes | 4194304: larger HTTP bodies get 413 |
+| ENGRAM_HTTP_MAX_CONNECTIONS | --http-max-connections | 128 open connections |
+| ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER | --http-max-connections-per-peer | 32 |
+| ENGRAM_HTTP_MAX_SESSIONS | --http-max-sessions | 256 sessions in all |
+| ENGRAM_HTTP_MAX_SESSIONS_PER_PEER | --http-max-sessions-per-peer | 32 per client address |
+| ENGRAM_HTTP_SESSION_IDLE_MINUTES | --http-session-idle-minutes | 10 |
+| ENGRAM_HTTP_UNBOUND_SESSION_SECONDS | --http-unbound-session-seconds | 10 |
+| ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS | --http-header-timeout-seconds | 10 |
+| ENGRAM_HTTP_BODY_TIMEOUT_SECONDS | --http-body-timeout-seconds | 30 |
+| ENGRAM_HTTP_ALLOWED_HOSTS | --http-allowed-hosts | loopback names; required off loopback |
+| ENGRAM_HTTP_ALLOWED_ORIGINS | --http-allowed-origins | loopback origins; required off loopback |
+| ENGRAM_TLS_CERT, ENGRAM_TLS_KEY | --tls-cert, --tls-key | none; off loopback TLS or: |
+| ENGRAM_INSECURE_NO_TLS | --insecure-no-tls | false |
+
+The HTTP settings (http_settings.py) are read only by `serve --transport http`.
 
 A bad value is reported as one line naming the problem; nothing is written before the
 configuration is known to be good.

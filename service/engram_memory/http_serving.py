@@ -5,6 +5,8 @@ The MCP wiring itself is in mcp_server.py; this module knows uvicorn and ASGI on
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import signal
 import socket
 import sys
@@ -16,6 +18,8 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engram_memory.http_protocol import guarded_protocol
+from engram_memory.http_settings import HttpSettings
 from engram_memory.stopping import GracefulStop
 
 
@@ -49,11 +53,18 @@ class DrainingServer(uvicorn.Server):
     SIGTERM (-15) before the store was closed, and SIGINT ended in a traceback.
     """
 
-    def __init__(self, config: uvicorn.Config, stop: GracefulStop, url: str) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        stop: GracefulStop,
+        url: str,
+        tls_handshake_timeout: float | None = None,
+    ) -> None:
         super().__init__(config)
         self._stop = stop
         self._url = url
         self._signals = 0
+        self._tls_handshake_timeout = tls_handshake_timeout
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -73,7 +84,21 @@ class DrainingServer(uvicorn.Server):
         self._signals += 1
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
+        if self.config.ssl is None or self._tls_handshake_timeout is None:
+            await super().startup(sockets)
+        else:
+            # A TLS handshake happens before the HTTP protocol (and its deadlines) sees the
+            # connection; asyncio bounds it at 60 s by default, and uvicorn offers no setting,
+            # so its listening servers are created with ours here.
+            loop = asyncio.get_running_loop()
+            bounded = functools.partial(
+                loop.create_server, ssl_handshake_timeout=self._tls_handshake_timeout
+            )
+            loop.create_server = bounded  # type: ignore[method-assign]
+            try:
+                await super().startup(sockets)
+            finally:
+                del loop.create_server
         if self.started:
             print(f"engram-memory: streamable HTTP on {self._url}", file=sys.stderr, flush=True)
 
@@ -110,3 +135,26 @@ def listen(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def serve_asgi(
+    app: ASGIApp, settings: HttpSettings, port: int, stop: GracefulStop
+) -> DrainingServer:
+    """uvicorn serving `app` on `settings.host`:`port` with `settings`' connection cap,
+    deadlines and TLS (build a new one per start)."""
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=port,
+        http=guarded_protocol(settings),
+        ssl_certfile=None if settings.tls_cert is None else str(settings.tls_cert),
+        ssl_keyfile=None if settings.tls_key is None else str(settings.tls_key),
+        lifespan="on",
+        log_level="warning",
+        access_log=False,
+        # After our own drain only idle streams are left; this bounds their close.
+        timeout_graceful_shutdown=3,
+    )
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"{settings.scheme}://{host}:{port}/mcp"
+    return DrainingServer(config, stop, url, tls_handshake_timeout=settings.header_timeout_seconds)

@@ -31,7 +31,7 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -42,7 +42,9 @@ from engram_memory.contract.schemas import ToolSpec
 from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
-from engram_memory.http_serving import AdmitWhileServing, DrainingServer
+from engram_memory.http_limits import TransportGuard
+from engram_memory.http_serving import AdmitWhileServing, serve_asgi
+from engram_memory.http_settings import HttpSettings
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
 from engram_memory.json_gate_http import JsonGate
 from engram_memory.stdin_lines import RefusalAnswer, StdinLines
@@ -371,15 +373,13 @@ async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) 
 # -- streamable HTTP ----------------------------------------------------------------------
 
 
-def _json_gated(app: Any, service: MemoryService) -> JsonGate:
+def _json_gated(app: Any, service: MemoryService, max_body: int) -> JsonGate:
     """`app` behind the strict-JSON gate; its refusals are recorded like stdio's."""
 
     async def audited(refusal: GateRefusal, peer: str) -> None:
         await _audit_refusal(service, refusal, "http", peer)
 
-    return JsonGate(
-        app, max_body=DEFAULT_MAX_REQUEST_BODY_SIZE, accepts=_sdk_accepts, on_refusal=audited
-    )
+    return JsonGate(app, max_body=max_body, accepts=_sdk_accepts, on_refusal=audited)
 
 
 def http_server(
@@ -387,23 +387,40 @@ def http_server(
     host: str,
     port: int,
     stop: GracefulStop | None = None,
+    settings: HttpSettings | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start); run it
-    with the socket from `listen`. It prints its URL once it listens."""
+    with the socket from `listen`. It prints its URL once it listens. `settings` bound its
+    connections, sessions, timeouts and request size (http_settings.py)."""
     stop = stop or GracefulStop()
+    settings = settings or HttpSettings(host=host)
     # Not json_response: a quick call still answers with plain JSON, but a call that runs on
     # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
     app = build_server(service, stop).streamable_http_app(
-        streamable_http_path="/mcp", json_response=False, host=host
-    )
-    config = uvicorn.Config(
-        AdmitWhileServing(_json_gated(app, service), stop),
+        streamable_http_path="/mcp",
+        json_response=False,
         host=host,
-        port=port,
-        lifespan="on",
-        log_level="warning",
-        access_log=False,
-        # After our own drain only idle streams are left; this bounds their close.
-        timeout_graceful_shutdown=3,
+        max_request_body_size=settings.max_request_bytes,
+        # Backstops only: the guard admits and ends sessions before the SDK's own limits bite
+        # (an ended session may still be winding down in the SDK when its place is reused).
+        max_sessions=2 * settings.max_sessions,
+        session_idle_timeout=settings.session_idle_seconds + 60,
+        # The SDK checks Host/Origin only on loopback by default; here always, with the
+        # operator's lists off loopback (required by http_settings).
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(settings.allowed_hosts),
+            allowed_origins=list(settings.allowed_origins),
+        ),
     )
-    return DrainingServer(config, stop, f"http://{host}:{port}/mcp")
+    # Outermost the guard, which reads the whole body first (so neither the JSON gate nor
+    # the SDK ever sees half a body), then the drain, then the JSON gate, then the SDK.
+    gated = _json_gated(app, service, settings.max_request_bytes)
+    guarded = TransportGuard(
+        AdmitWhileServing(gated, stop),
+        settings,
+        keyring=service.services.host_keys,
+        on_refusal=service.refused_before_binding,
+        now_s=lambda: service.services.clock_ms() / 1000,
+    )
+    return serve_asgi(guarded, settings, port, stop)

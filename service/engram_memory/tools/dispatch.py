@@ -139,10 +139,6 @@ class MemoryService:
         # Reads, replays and refusals write only their audit entry: committed in groups.
         self._audits = AuditGroupWriter(services.database)
 
-    def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
-        """Record a refusal made before any binding (host-level audit stream)."""
-        # placeholder: issue9-refusals implements
-
     def _bind(self, token: object) -> InvocationContext:
         try:
             return verify_invocation(
@@ -150,6 +146,11 @@ class MemoryService:
             )
         except TokenInvalid as exc:
             raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
+
+    def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
+        """Record a refusal made before any binding in the host-level audit stream; never
+        raises."""
+        # placeholder: issue9-refusals implements
 
     def _discover(self, ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
         return discover(ctx, audit)

@@ -1,0 +1,455 @@
+"""Streamable HTTP under a hostile client: session floods, sessions that never bind,
+slowloris connections, oversized bodies, dropped connections, and an exposed bind address.
+
+Each test drives the real `serve --transport http` process on loopback with small limits
+(set by their ENGRAM_ variables), bounded in count and time, and checks that a legitimate
+host (the reference host) is still served. The audit trace of these refusals is asserted
+once the host-level audit stream is merged (issue 9, refusals).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
+from engram_memory.host.keys import HostSigningKey
+from engram_memory.reference_host import Binding, ReferenceHost, connect
+from tests.servers import free_port, server_env
+
+ALICE = Binding(
+    tenant="acme", workspace="support", principal="user:alice", purpose_ref="purpose:support"
+)
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+SESSION_LIMIT_CODE = -32000
+TOO_LARGE_CODE = -32600
+
+
+@pytest.fixture(scope="module")
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    return init_host_dir(tmp_path_factory.mktemp("secrets"))
+
+
+@pytest.fixture(scope="module")
+def signer(secrets: tuple[Path, Path, Path]) -> HostSigningKey:
+    return HostSigningKey.from_pem_file(secrets[1])
+
+
+@contextmanager
+def _server(
+    tmp_path: Path,
+    secrets: tuple[Path, Path, Path],
+    *args: str,
+    scheme: str = "http",
+    **limits: str,
+) -> Iterator[tuple[str, Path]]:
+    """The real server with `limits` (ENGRAM_ variables) and extra `serve` args; yields its
+    URL and the file its stderr goes to."""
+    root_key, _, public_keys = secrets
+    port = free_port()
+    env = server_env(tmp_path / f"data-{port}", root_key, public_keys, **limits)
+    log_path = tmp_path / f"server-{port}.log"
+    command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*command, "--port", str(port), *args], env=env, stderr=log, stdout=subprocess.DEVNULL
+        )
+    url = f"{scheme}://127.0.0.1:{port}/mcp"
+    try:
+        _wait_for(
+            lambda: "streamable HTTP on" in log_path.read_text() or process.poll() is not None
+        )
+        assert process.poll() is None, log_path.read_text()
+        yield url, log_path
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def _wait_for(condition: Callable[[], bool], within_s: float = 30.0) -> float:
+    """Poll `condition` until it holds; returns the seconds it took.
+
+    Raises:
+        AssertionError: it did not hold within `within_s`.
+    """
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > within_s:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def _initialize(signer: HostSigningKey | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    }
+    if signer is not None:
+        params["_meta"] = {INVOCATION_META_KEY: _token(signer)}
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+
+def _token(signer: HostSigningKey) -> str:
+    return mint_invocation(
+        signer,
+        host_id="host-1",
+        tenant=ALICE.tenant,
+        workspace=ALICE.workspace,
+        principal=ALICE.principal,
+        agent_id="agent-1",
+        session="s-1",
+        purpose_ref=ALICE.purpose_ref,
+        audit_id=str(uuid.uuid4()),
+    )
+
+
+def _open(
+    url: str, peer: str = "127.0.0.1", signer: HostSigningKey | None = None
+) -> httpx.Response:
+    transport = httpx.HTTPTransport(local_address=peer)
+    with httpx.Client(transport=transport, timeout=10) as client:
+        return client.post(url, json=_initialize(signer), headers=HEADERS)
+
+
+def _ping(url: str, session_id: str) -> int:
+    headers = {**HEADERS, "Mcp-Session-Id": session_id}
+    body = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    return httpx.post(url, json=body, headers=headers, timeout=10).status_code
+
+
+def _error_code(response: httpx.Response) -> int:
+    return int(response.json()["error"]["code"])
+
+
+def _legitimate_host_is_served(url: str, signer: HostSigningKey, mode: str = "auto") -> None:
+    async def list_tools() -> list[str]:
+        async with connect(url, signer, ALICE, mode=mode) as host:
+            return [tool.name for tool in await host.list_tools()]
+
+    assert "engram_memory_capture" in anyio.run(list_tools)
+
+
+def test_initialize_flood_is_capped_per_peer_and_per_server_and_a_legitimate_host_is_served(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {
+        "ENGRAM_HTTP_MAX_SESSIONS": "6",
+        "ENGRAM_HTTP_MAX_SESSIONS_PER_PEER": "3",
+        "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "120",
+    }
+    with _server(tmp_path, secrets, **limits) as (url, _):
+        flood = [_open(url, peer="127.0.0.2") for _ in range(8)]
+        assert [r.status_code for r in flood] == [200] * 3 + [503] * 5
+        assert {_error_code(r) for r in flood[3:]} == {SESSION_LIMIT_CODE}
+        # Another address still opens sessions (a handshake-era host among them) ...
+        _legitimate_host_is_served(url, signer, mode="legacy")
+        assert _open(url, peer="127.0.0.3").status_code == 200
+        # ... until the server's own cap (the host's session ended when it closed).
+        assert _open(url, peer="127.0.0.4").status_code == 200
+        assert _open(url, peer="127.0.0.5").status_code == 200
+        refused = _open(url, peer="127.0.0.6")
+        assert refused.status_code == 503
+        assert _error_code(refused) == SESSION_LIMIT_CODE
+        # A host of the sessionless protocol era is served whatever the session count.
+        _legitimate_host_is_served(url, signer)
+
+
+def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_until_idle(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {
+        "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "1",
+        "ENGRAM_HTTP_SESSION_IDLE_MINUTES": "0.1",  # 6 s
+        "ENGRAM_HTTP_MAX_SESSIONS_PER_PEER": "1",
+    }
+    with _server(tmp_path, secrets, **limits) as (url, _):
+        unbound = _open(url, peer="127.0.0.2").headers["mcp-session-id"]
+        assert _open(url, peer="127.0.0.2").status_code == 503  # the peer's place is taken
+        # A request without a context does not keep it: it ends within seconds.
+        assert _wait_for(lambda: _ping(url, unbound) == 404, within_s=15) < 10
+        assert _open(url, peer="127.0.0.2").status_code == 200  # its place is free again
+
+        bound = _open(url, peer="127.0.0.3", signer=signer).headers["mcp-session-id"]
+        idle_from = time.monotonic()
+        # Watched through the peer's only place (a request on it would keep it alive).
+        _wait_for(lambda: _open(url, peer="127.0.0.3").status_code == 200, within_s=30)
+        assert time.monotonic() - idle_from >= 4  # lived past the unbound grace, to idle
+        assert _ping(url, bound) == 404
+        _legitimate_host_is_served(url, signer, mode="legacy")
+
+
+def test_a_session_bound_by_a_later_call_outlives_the_unbound_grace(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {"ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "1"}
+    with _server(tmp_path, secrets, **limits) as (url, _):
+
+        async def session() -> int:
+            # A handshake-era host: `initialize` carries no context, its first call does.
+            async with connect(url, signer, ALICE, mode="legacy") as host:
+                first = len(await host.list_tools())
+                unbound = (await anyio.to_thread.run_sync(_open, url)).headers["mcp-session-id"]
+                await anyio.to_thread.run_sync(
+                    lambda: _wait_for(lambda: _ping(url, unbound) == 404, within_s=15)
+                )
+                assert len(await host.list_tools()) == first  # same session, still served
+                return first
+
+        assert anyio.run(session) > 0
+
+
+def _trickle(port: int, request: bytes, peer: str = "127.0.0.2") -> socket.socket:
+    sock = _connect(port, peer)
+    with contextlib.suppress(OSError):  # a connection over a cap may be closed already
+        sock.sendall(request)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_half_sent_headers_and_bodies_are_closed_after_their_timeouts_while_a_host_is_served(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {
+        "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "2",
+        "ENGRAM_HTTP_BODY_TIMEOUT_SECONDS": "2",
+        "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER": "12",
+    }
+    with _server(tmp_path, secrets, **limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        half_headers = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty"
+        half_body = (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 500\r\n\r\n{"jsonrpc":'
+        )
+        held = [_trickle(port, half_headers) for _ in range(10)]
+        held += [_trickle(port, half_body) for _ in range(10)]  # 8 over the peer's cap
+        held.append(_connect(port, "127.0.0.3"))  # sends nothing
+        start = time.monotonic()
+        _legitimate_host_is_served(url, signer)
+        assert all(_closed_by_server(sock) for sock in held)
+        assert time.monotonic() - start < 15
+        for sock in held:
+            sock.close()
+        _legitimate_host_is_served(url, signer)
+
+
+def _connect(port: int, peer: str) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=20, source_address=(peer, 0))
+
+
+def _closed_at_once(sock: socket.socket) -> bool:
+    start = time.monotonic()
+    return _closed_by_server(sock) and time.monotonic() - start < 2.5
+
+
+def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_them_all(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    limits = {
+        "ENGRAM_HTTP_MAX_CONNECTIONS": "6",
+        "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER": "3",
+        "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "4",
+    }
+    with _server(tmp_path, secrets, **limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        held = [_connect(port, "127.0.0.2") for _ in range(3)]  # silent: a slowloris
+        over_peer = _connect(port, "127.0.0.2")
+        assert _closed_at_once(over_peer)  # by the per-peer cap, not the header timeout
+        _legitimate_host_is_served(url, signer)  # from 127.0.0.1
+        held += [_connect(port, "127.0.0.3") for _ in range(3)]
+        over_total = _connect(port, "127.0.0.4")
+        assert _closed_at_once(over_total)
+        assert all(_closed_by_server(sock) for sock in held)  # then the header timeout
+        for sock in [*held, over_peer, over_total]:
+            sock.close()
+        _legitimate_host_is_served(url, signer)
+
+
+@pytest.fixture(scope="module")
+def small_requests(
+    tmp_path_factory: pytest.TempPathFactory, secrets: tuple[Path, Path, Path]
+) -> Iterator[tuple[str, Path]]:
+    """One server for the tests that need no particular limit but a small request cap."""
+    directory = tmp_path_factory.mktemp("small-requests")
+    with _server(directory, secrets, ENGRAM_MAX_REQUEST_BYTES="65536") as served:
+        yield served
+
+
+def test_an_oversized_body_is_refused_with_413_and_a_json_rpc_error(
+    small_requests: tuple[str, Path], signer: HostSigningKey
+) -> None:
+    url, _ = small_requests
+    declared = httpx.post(url, content=b"x" * 70_000, headers=HEADERS, timeout=10)
+    assert declared.status_code == 413
+    assert _error_code(declared) == TOO_LARGE_CODE
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        for _ in range(10):
+            yield b" " * 8192
+
+    streamed = httpx.post(url, content=chunks(), headers=HEADERS, timeout=10)
+    assert streamed.status_code == 413
+    assert _error_code(streamed) == TOO_LARGE_CODE
+    _legitimate_host_is_served(url, signer)
+
+
+def test_a_dropped_connection_logs_exactly_one_line(
+    small_requests: tuple[str, Path], signer: HostSigningKey
+) -> None:
+    url, log_path = small_requests
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    before = log_path.read_text().splitlines()
+    sock = _trickle(
+        port,
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\n\r\n{"jsonrpc":',
+    )
+    _legitimate_host_is_served(url, signer)  # the half request has reached the server
+    sock.close()
+    _wait_for(lambda: len(log_path.read_text().splitlines()) > len(before))
+    _legitimate_host_is_served(url, signer)  # and whatever it logged is logged by now
+    added = log_path.read_text().splitlines()[len(before) :]
+    assert len(added) == 1
+    assert "dropped" in added[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "variable"),
+    [
+        ((), "ENGRAM_HTTP_ALLOWED_HOSTS"),
+        (("--http-allowed-hosts", "mem.example:*", "--http-allowed-origins", "none"), "--tls-cert"),
+    ],
+)
+def test_a_non_loopback_bind_without_allowed_names_or_a_tls_choice_exits_2_writing_nothing(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], args: tuple[str, ...], variable: str
+) -> None:
+    root_key, _, public_keys = secrets
+    env = server_env(tmp_path / "data", root_key, public_keys)
+    command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
+    result = subprocess.run(
+        [*command, "--host", "0.0.0.0", "--port", str(free_port()), *args],  # noqa: S104
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert variable in result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_an_exposed_plain_http_bind_warns_and_checks_host_headers_against_the_operator_list(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    args = (
+        "--host",
+        "0.0.0.0",  # noqa: S104 - the test only connects over loopback
+        "--http-allowed-hosts",
+        "127.0.0.1:*",
+        "--http-allowed-origins",
+        "none",
+        "--insecure-no-tls",
+    )
+    with _server(tmp_path, secrets, *args) as (url, log_path):
+        assert "warning: MCP over HTTP is exposed on 0.0.0.0" in log_path.read_text()
+        url = url.replace("0.0.0.0", "127.0.0.1")  # noqa: S104
+        foreign = {**HEADERS, "Host": "rebound.example"}
+        assert httpx.post(url, json=_initialize(), headers=foreign).status_code == 421
+        origin = {**HEADERS, "Origin": "http://127.0.0.1"}
+        assert httpx.post(url, json=_initialize(), headers=origin).status_code == 403
+        _legitimate_host_is_served(url, signer)
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    return cert_path, key_path
+
+
+def test_tls_serves_the_sdk_client_that_trusts_the_certificate_and_nothing_else(
+    tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    args = ("--tls-cert", str(cert), "--tls-key", str(key))
+    limits = {"ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS": "2"}
+    with _server(tmp_path, secrets, *args, scheme="https", **limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        stalled = _connect(port, "127.0.0.2")  # never starts its TLS handshake
+        start = time.monotonic()
+        with pytest.raises(httpx.ConnectError):
+            httpx.post(url, json=_initialize(), headers=HEADERS)  # not trusted by default
+        with pytest.raises(httpx.TransportError):  # and plain HTTP is not answered
+            httpx.post(url.replace("https", "http"), json=_initialize(), headers=HEADERS)
+
+        async def list_tools() -> list[str]:
+            http_client = httpx2.AsyncClient(verify=ssl.create_default_context(cafile=cert))
+            async with (
+                http_client,
+                Client(streamable_http_client(url, http_client=http_client), cache=None) as client,
+            ):
+                tools = await ReferenceHost(client, signer, ALICE).list_tools()
+                return [tool.name for tool in tools]
+
+        assert "engram_memory_capture" in anyio.run(list_tools)
+        assert _closed_by_server(stalled)
+        assert time.monotonic() - start < 15  # the header timeout, not asyncio's 60 s
+        stalled.close()
