@@ -30,7 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
-    from engram_memory.http_settings import load_http_settings
+    from engram_memory.http_settings import load_http_settings, load_max_request_bytes
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
 
@@ -46,6 +46,8 @@ def _serve(args: argparse.Namespace) -> int:
         }
     )
     http_settings = None
+    # Checked for both transports: stdio caps a line as HTTP caps a body.
+    max_request_bytes = load_max_request_bytes({"max_request_bytes": args.max_request_bytes})
     if args.transport == "http":
         http_settings = load_http_settings(
             args.host, {name: getattr(args, name) for name in _HTTP_FLAGS}
@@ -72,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
             if not config.memory_enabled:
                 _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
             if args.transport == "stdio":
-                anyio.run(serve_stdio, service, stop)
+                anyio.run(serve_stdio, service, stop, max_request_bytes)
             else:
                 assert listener is not None
                 server = http_server(service, args.host, args.port, stop, http_settings)
@@ -176,7 +178,7 @@ def _host(args: argparse.Namespace) -> int:
 # (flag, what it sets, default) of the streamable HTTP limits and exposure; the ENGRAM_
 # variable of each is its name in capitals after ENGRAM_ (read by http_settings.py).
 _HTTP_FLAG_HELP = (
-    ("--max-request-bytes", "largest request body; larger gets 413", "4194304"),
+    ("--max-request-bytes", "largest HTTP body (413) or stdio line (-32600)", "4194304"),
     ("--http-max-connections", "open connections", "128"),
     ("--http-max-connections-per-peer", "open connections per client address", "32"),
     ("--http-max-sessions", "open MCP sessions in all", "256"),

@@ -154,6 +154,22 @@ def _exposure(
     return allowed_hosts, origins or LOOPBACK_ORIGINS
 
 
+def load_max_request_bytes(
+    flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
+) -> int:
+    """The request size cap, which stdio applies to a line as HTTP does to a body.
+
+    Raises:
+        ConfigurationError: the value is not a whole number from 1 to 256 MiB.
+    """
+    return _count(
+        _flag_or_env(flags or {}, os.environ if env is None else env, "ENGRAM_MAX_REQUEST_BYTES"),
+        "ENGRAM_MAX_REQUEST_BYTES",
+        DEFAULT_MAX_REQUEST_BYTES,
+        256 * 1024 * 1024,
+    )
+
+
 def load_http_settings(
     host: str,
     flags: Mapping[str, str | None] | None = None,
@@ -191,12 +207,7 @@ def load_http_settings(
         )
     return HttpSettings(
         host=host,
-        max_request_bytes=_count(
-            value("ENGRAM_MAX_REQUEST_BYTES"),
-            "ENGRAM_MAX_REQUEST_BYTES",
-            DEFAULT_MAX_REQUEST_BYTES,
-            256 * 1024 * 1024,
-        ),
+        max_request_bytes=load_max_request_bytes(flags, env),
         max_connections=_count(
             value("ENGRAM_HTTP_MAX_CONNECTIONS"),
             "ENGRAM_HTTP_MAX_CONNECTIONS",

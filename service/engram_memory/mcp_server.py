@@ -44,7 +44,7 @@ from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_limits import TransportGuard
 from engram_memory.http_serving import AdmitWhileServing, serve_asgi
-from engram_memory.http_settings import HttpSettings
+from engram_memory.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
 from engram_memory.json_gate_http import JsonGate
 from engram_memory.stdin_lines import RefusalAnswer, StdinLines
@@ -348,11 +348,16 @@ async def _audit_refusal(
     await anyio.to_thread.run_sync(service.refused_before_binding, record, limiter=_WORKER_LIMIT)
 
 
-async def serve_stdio(service: MemoryService, stop: GracefulStop | None = None) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained."""
+async def serve_stdio(
+    service: MemoryService,
+    stop: GracefulStop | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained; a
+    line longer than `max_request_bytes` is answered -32600 and never kept."""
     stop = stop or GracefulStop()
     server = build_server(service, stop)
-    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts)
+    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts, max_bytes=max_request_bytes)
     lines.start()
     # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
     stdin = cast("anyio.AsyncFile[str]", lines)

@@ -18,7 +18,13 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.core.host_audit import RefusalReason
+from engram_memory.json_gate import (
+    DUPLICATE_ARGUMENT_KEYS,
+    INVALID_REQUEST,
+    GateRefusal,
+    inspect_message,
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,8 @@ class StdinLines:
     flag set in the context the SDK snapshots with the message.
     """
 
-    def __init__(self, fd: int, accepts: Callable[[object], bool]) -> None:
-        self._fd, self._accepts = fd, accepts
+    def __init__(self, fd: int, accepts: Callable[[object], bool], max_bytes: int) -> None:
+        self._fd, self._accepts, self._max_bytes = fd, accepts, max_bytes
         self._send, self._receive = anyio.create_memory_object_stream[GatedLine | GateRefusal](0)
         self._reading = True
         self._waiting: anyio.CancelScope | None = None
@@ -65,7 +71,7 @@ class StdinLines:
 
     def _pump(self, token: anyio.lowlevel.EventLoopToken) -> None:
         try:
-            for line in raw_lines(self._fd):
+            for line in raw_lines(self._fd, self._max_bytes):
                 item = _gated(line, self._accepts)
                 if item is not None:
                     anyio.from_thread.run(self._send.send, item, token=token)
@@ -116,8 +122,13 @@ class StdinLines:
         raise StopAsyncIteration
 
 
-def _gated(line: bytes, accepts: Callable[[object], bool]) -> GatedLine | GateRefusal | None:
+def _gated(
+    line: bytes | OversizedLine, accepts: Callable[[object], bool]
+) -> GatedLine | GateRefusal | None:
     """The gate's verdict on one line; None for a blank line (no message, no answer)."""
+    if isinstance(line, OversizedLine):
+        # Its id was never read: answered like any request the gate cannot trust.
+        return GateRefusal(INVALID_REQUEST, None, RefusalReason.REQUEST_TOO_LARGE, "other")
     if not line.strip():
         return None
     verdict = inspect_message(line, accepts=accepts)
@@ -126,16 +137,41 @@ def _gated(line: bytes, accepts: Callable[[object], bool]) -> GatedLine | GateRe
     return GatedLine(line.decode("utf-8") + "\n", verdict.duplicate_argument_keys)
 
 
-def raw_lines(fd: int) -> Iterator[bytes]:
+class OversizedLine:
+    """Stands for a line longer than the request size cap: its bytes were dropped unread."""
+
+
+OVERSIZED = OversizedLine()
+
+
+def raw_lines(fd: int, max_bytes: int) -> Iterator[bytes | OversizedLine]:
     """Lines of `fd` as bytes, without their newline, read raw: a buffered reader's lock,
     held by a daemon thread blocked in a read, would abort the interpreter at exit. Not
-    decoded here: the JSON gate refuses what is not UTF-8 instead of replacing it."""
-    pending = b""
+    decoded here: the JSON gate refuses what is not UTF-8 instead of replacing it.
+
+    A line longer than `max_bytes` is not kept: its bytes are dropped up to its newline and
+    it comes out once as `OVERSIZED`, so a client that never ends a line costs at most
+    `max_bytes` of memory (and the cap is the one HTTP applies to a body)."""
+    pending = bytearray()
+    dropping = False
     while chunk := os.read(fd, 65_536):
-        pending += chunk
-        if b"\n" not in chunk:
-            continue  # a long message: split once its line is complete
-        *lines, pending = pending.split(b"\n")
-        yield from lines
-    if pending:
-        yield pending
+        start = 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            piece = chunk[start:newline]
+            if dropping or len(pending) + len(piece) > max_bytes:
+                yield OVERSIZED
+            else:
+                yield bytes(pending + piece)
+            pending.clear()
+            dropping = False
+            start = newline + 1
+        if dropping:
+            continue
+        pending += chunk[start:]
+        if len(pending) > max_bytes:
+            pending.clear()
+            dropping = True
+    if dropping:
+        yield OVERSIZED
+    elif pending:
+        yield bytes(pending)

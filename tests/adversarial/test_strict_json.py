@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -234,3 +235,18 @@ async def test_the_reference_host_is_served_over_http_after_the_attacks(
             "engram_memory_search", {"query": "anything", "purpose_ref": ALICE.purpose_ref}
         )
     assert outcome.envelope["ok"] is True
+
+
+def test_a_stdio_line_over_the_request_size_cap_is_answered_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    secrets = make_secrets(tmp_path, ENGRAM_MAX_REQUEST_BYTES="4096")
+    with raw_stdio(secrets.env) as stdio:
+        # Sent in one write larger than the cap: never kept, answered once with id null.
+        answer = stdio.exchange(search_call(7, secrets.token(), query="q" * 8000))
+        assert answer["id"] is None
+        assert answer["error"]["code"] == INVALID_REQUEST
+        assert "data" not in answer["error"]
+        served = stdio.exchange(search_call(8, secrets.token()))
+        assert served["id"] == 8
+        assert served["result"]["structuredContent"]["ok"] is True
