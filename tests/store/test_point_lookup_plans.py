@@ -27,7 +27,11 @@ _FILL = [
     "i + 1, 'x'::BLOB, 0, 0 FROM range(?) r(i)",
     "INSERT INTO records SELECT 'scope', 'rec' || i, 'c' || i, 'accepted_current', 'r', 'd', "
     "'g', i + 1, i + 1, 0, NULL, NULL, 'x'::BLOB, 0, NULL FROM range(?) r(i)",
-    "INSERT INTO audit_entries SELECT i + 1, 't', 'a', 's', 'p', 'ag', 'se', 'tool', 'ok', "
+    # The first 17 columns; the host-stream ones (migration 0006) keep their defaults.
+    "INSERT INTO audit_entries (sequence, recorded_at, audit_id, scope_ref, principal_ref, "
+    "agent_ref, session_ref, tool, outcome, target_ids_json, receipt_digests_json, "
+    "bundle_digest, bundle_revision, idempotency_key_digest, detail, previous_hash, entry_hash) "
+    "SELECT i + 1, 't', 'a', 's', 'p', 'ag', 'se', 'tool', 'ok', "
     "'[]', '[]', 'b', 'r', '', '', 'h', 'e' || i FROM range(?) r(i)",
     "INSERT INTO consumed_confirmations SELECT 'jti' || i, 'scope', 'tool', 0 FROM range(?) r(i)",
 ]

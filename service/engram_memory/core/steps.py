@@ -272,10 +272,13 @@ def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
 
 
 def write_audits(
-    tx: Transaction, entries: Sequence[tuple[CallContext, AuditFacts]]
+    tx: Transaction,
+    entries: Sequence[tuple[CallContext, AuditFacts]],
+    extra: Sequence[audit.AuditRecord] = (),
 ) -> list[AuditFacts]:
     """Append the entries of several calls in order, in `tx`, with two statements (a group
-    commit), spending the confirmation each call's gate passed.
+    commit), spending the confirmation each call's gate passed; then the `extra` entries
+    made without a call (host stream, refusal summaries: core/refusal_stream.py).
 
     A confirmation is single use (SPEC §7): an entry whose confirmation another call consumed
     since its gate passed (or an earlier entry of this group did) is written, and returned, as
@@ -302,9 +305,8 @@ def write_audits(
                 memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
                 spent.add(spend.jti)
         written.append(facts)
-    audit.append_all(
-        tx, [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
-    )
+    records = [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
+    audit.append_all(tx, [*records, *extra])
     return written
 
 
@@ -325,6 +327,7 @@ def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
         receipts=tuple(d.receipt for d in facts.decisions),
         idempotency_key_digest=facts.idempotency_key_digest,
         detail=facts.detail,
+        audit_id_kept_until_ms=ctx.audit_id_kept_until_ms,
     )
 
 
