@@ -82,6 +82,18 @@ def test_a_rate_limited_call_is_audited_as_such(
     assert dict(outcomes) == {"NOT_FOUND": 120, "RATE_LIMITED": 1}
 
 
+def test_a_rate_limit_applies_before_the_arguments_are_validated(
+    clocked: tuple[MemoryService, _Clock],
+) -> None:
+    """A storm of malformed calls is limited like any other (issue 9)."""
+    service, _ = clocked
+    bob = Caller(service, principal="user:bob")
+    malformed = {"record_id": UNKNOWN, "purpose_ref": bob.purpose_ref, "extra": 1}
+    for _ in range(120):
+        assert code(bob.call("engram_memory_get", malformed)) == "INVALID_SCHEMA"
+    assert code(bob.call("engram_memory_get", malformed)) == "RATE_LIMITED"
+
+
 BURST = RateLimit("burst", calls=2, per_ms=1_000)
 HOURLY = RateLimit("hourly", calls=3, per_ms=3_600_000)
 

@@ -21,7 +21,7 @@ from engram_memory.crypto.keyfile import KeyFileBroken
 from engram_memory.crypto.sealing import SealBroken, open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
 from engram_memory.host.tokens import TokenInvalid
-from engram_memory.policy.decider import AuthzResult
+from engram_memory.policy.decider import AuthzResult, RateLimit
 from engram_memory.store import audit, memory
 from engram_memory.store.database import Transaction
 
@@ -30,21 +30,30 @@ log = logging.getLogger("engram_memory.calls")
 
 def authorize(ctx: CallContext, audit: CallAudit) -> AuthzResult:
     """Base authorization for the tool in the bound scope; its receipt goes to `audit`.
+    (Rate limits apply earlier, from the discovery decision: `admit_rate`.)
 
     Raises:
-        ToolError: UNAUTHORIZED when policy denies; RATE_LIMITED when a rate limit policy
-            applies to the caller is exhausted; POLICY_* from the decider.
+        ToolError: UNAUTHORIZED when policy denies; POLICY_* from the decider.
     """
     result = ctx.services.decider.authz(ctx.subject, ctx.tool)
     audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")
+    return result
+
+
+def admit_rate(ctx: CallContext, limits: Sequence[RateLimit]) -> None:
+    """Count the call against the rate-limit rules that apply to it (SPEC §12), before its
+    arguments are validated: a storm of malformed calls is limited like any other.
+
+    Raises:
+        ToolError: RATE_LIMITED when one of the caller's limits is exhausted.
+    """
     exhausted = ctx.services.rate_limiter.admit(
-        ctx.scope_ref, ctx.invocation.principal, result.rate_limits, ctx.now_ms
+        ctx.scope_ref, ctx.invocation.principal, limits, ctx.now_ms
     )
     if exhausted is not None:
         raise ToolError(ErrorCode.RATE_LIMITED, f"rate limit {exhausted}")
-    return result
 
 
 def pass_confirmation_gate(

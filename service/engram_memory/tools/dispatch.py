@@ -36,6 +36,7 @@ from engram_memory.contract.parsing import (
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
+from engram_memory.core import steps
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
@@ -93,17 +94,20 @@ def discover(ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
 
 
 def parse_call(ctx: CallContext, audit: CallAudit, raw_arguments: object) -> ParsedArguments:
-    """The steps of SPEC §1.8 before a tool's own: visibility, purpose binding, schema and
-    secrets. Shared by every call and the bulk import (admin/importing.py).
+    """The steps of SPEC §1.8 before a tool's own: visibility, rate limits, purpose
+    binding, schema and secrets. Shared by every call and the bulk import
+    (admin/importing.py).
 
     Raises:
         ProtocolRefusal: the tool is not visible (-32602) or the purpose differs (-32603).
-        ToolError: INVALID_SCHEMA / INVALID_DIGEST for the arguments.
+        ToolError: RATE_LIMITED; INVALID_SCHEMA / INVALID_DIGEST for the arguments.
         PolicyUnavailable / PolicyStale: the decider cannot answer.
     """
     discovery = discover(ctx, audit)
     if ctx.tool not in discovery.visible_tools:
         raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
+    # Before the arguments are looked at: malformed calls count against the limit too.
+    steps.admit_rate(ctx, discovery.limits_for(ctx.tool))
     tool = ToolName(ctx.tool)
     arguments = decode_arguments(raw_arguments)
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
