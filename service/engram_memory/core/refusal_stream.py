@@ -123,6 +123,8 @@ class RefusalStream:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
+        # Set each time summaries are written (for whoever must know one was: tests, logs).
+        self.summaries_written = threading.Event()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -213,6 +215,8 @@ class RefusalStream:
         if not self._writer.write_records(records, claims):
             total = sum(counted.occurrences for counted in owed)
             log.error("refusal summaries not written entries=%d refusals=%d", len(owed), total)
+            return
+        self.summaries_written.set()
 
     def _summary_record(self, counted: Counted) -> AuditRecord:
         identity = self._services.decider.expected

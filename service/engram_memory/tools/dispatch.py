@@ -167,6 +167,10 @@ class MemoryService:
         peer, reason and tool: core/refusal_stream.py). Never raises."""
         self._refusals.record_pre_binding(refusal)
 
+    @property
+    def refusal_stream(self) -> RefusalStream:
+        return self._refusals
+
     def close(self) -> None:
         """Write the refusal summaries still owed; call before the store closes."""
         self._refusals.close()
