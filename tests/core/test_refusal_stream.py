@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,11 +40,13 @@ def clock(services: Services) -> _Clock:
 
 
 @pytest.fixture
-def service(services: Services, clock: _Clock) -> MemoryService:
+def service(services: Services, clock: _Clock) -> Iterator[MemoryService]:
     settings = dataclasses.replace(
         services.settings, refusal_burst=BURST, refusal_interval_ms=INTERVAL_MS
     )
-    return MemoryService(dataclasses.replace(services, clock_ms=clock, settings=settings))
+    service = MemoryService(dataclasses.replace(services, clock_ms=clock, settings=settings))
+    yield service
+    service.close()  # stops its summary timer while the store is open
 
 
 def _rows(services: Services, where: str = "TRUE") -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ and rate limits (SPEC §12), through the real embedded engine and the shipped po
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 
@@ -44,10 +45,12 @@ class _Clock:
 
 
 @pytest.fixture
-def clocked(services: Services) -> tuple[MemoryService, _Clock]:
+def clocked(services: Services) -> Iterator[tuple[MemoryService, _Clock]]:
     # A little ahead of the wall clock, so that contexts minted meanwhile are not "future".
     clock = _Clock(services.clock_ms() + 5_000)
-    return MemoryService(dataclasses.replace(services, clock_ms=clock)), clock
+    service = MemoryService(dataclasses.replace(services, clock_ms=clock))
+    yield service, clock
+    service.close()  # refusal summaries still owed, while the store is open
 
 
 def test_a_policy_rate_limit_refuses_the_call_beyond_it_until_the_bucket_refills(

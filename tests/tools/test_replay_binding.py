@@ -11,6 +11,8 @@ import pytest
 
 from engram_memory.contract.errors import ProtocolRefusal
 from engram_memory.core.runtime import Services
+from engram_memory.store import audit
+from engram_memory.tools import dispatch
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 from tests.harness import Caller
 
@@ -110,3 +112,17 @@ def test_of_concurrent_replays_of_one_token_exactly_one_is_served(
     assert served == ["NOT_FOUND"]
     assert refused == [-32603] * 7
     assert len(_replays(services)) == 7
+
+
+def test_the_audit_ids_of_expired_tokens_leave_the_store_while_serving(
+    alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dispatch, "_PRUNE_EVERY_BINDINGS", 2)
+    with services.database.transaction() as tx:
+        audit.claim_audit_ids(tx, [("audit:long-expired", 1_000)])
+    alice.call(GET, _get(alice))
+    alice.call(GET, _get(alice))
+    with services.database.reading() as tx:
+        kept = {str(row[0]) for row in tx.fetchall("SELECT audit_id FROM used_audit_ids")}
+    assert "audit:long-expired" not in kept
+    assert len(kept) == 2  # the two live calls' ids stay until their tokens expire

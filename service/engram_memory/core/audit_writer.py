@@ -33,6 +33,8 @@ class _Entry:
     call: tuple[CallContext, AuditFacts] | None
     records: Sequence[audit.AuditRecord] = ()
     claims: Sequence[tuple[str, int]] = ()
+    # Forget the audit ids kept until before this instant (store/audit.py).
+    prune_before_ms: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # The facts written (its outcome may have become gate_failed), or None if none were.
     written: AuditFacts | None = None
@@ -58,11 +60,16 @@ class AuditGroupWriter:
         return entry.written
 
     def write_records(
-        self, records: Sequence[audit.AuditRecord], claims: Sequence[tuple[str, int]] = ()
+        self,
+        records: Sequence[audit.AuditRecord],
+        claims: Sequence[tuple[str, int]] = (),
+        *,
+        prune_before_ms: int | None = None,
     ) -> bool:
-        """Append entries made without a call, and keep the (audit id, kept-until ms) of
-        `claims` (store/audit.py `claim_audit_ids`), durably; False if they were not."""
-        return self._join(_Entry(None, records, claims)).committed
+        """Append entries made without a call, keep the (audit id, kept-until ms) of
+        `claims` (store/audit.py `claim_audit_ids`) and, with `prune_before_ms`, forget the
+        ids kept until before it, durably; False if none of it was written."""
+        return self._join(_Entry(None, records, claims, prune_before_ms)).committed
 
     def _join(self, entry: _Entry) -> _Entry:
         with self._state:
@@ -105,6 +112,9 @@ class AuditGroupWriter:
                     [record for entry in batch for record in entry.records],
                 )
                 audit.claim_audit_ids(tx, [claim for entry in batch for claim in entry.claims])
+                prunes = [e.prune_before_ms for e in batch if e.prune_before_ms is not None]
+                if prunes:
+                    audit.prune_used_audit_ids(tx, min(prunes))
         except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
             # StoreUnavailable is the expected case; anything else must not strand followers.
             if not isinstance(exc, StoreUnavailable):

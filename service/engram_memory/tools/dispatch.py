@@ -13,6 +13,7 @@ through the group writer.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -54,6 +55,10 @@ from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search
 
 log = logging.getLogger("engram_memory.calls")
+
+# Every this many bindings, the audit ids of expired tokens leave the store (`used_audit_ids`
+# would otherwise grow by one row per call until the next start).
+_PRUNE_EVERY_BINDINGS = 10_000
 
 _READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
 
@@ -149,6 +154,7 @@ class MemoryService:
             FloodLimits(settings.refusal_burst, settings.refusal_interval_ms),
         )
         self._audit_ids = AuditIdGuard(self._used_audit_ids())
+        self._bindings = itertools.count(1)
 
     def _used_audit_ids(self) -> list[tuple[str, int]]:
         """The audit ids bound by tokens not yet expired, from the store; expired ones go."""
@@ -194,6 +200,8 @@ class MemoryService:
         else:
             kept_until = kept_until_ms(invocation.expires_at_s * 1000)
             if self._audit_ids.claim(invocation.audit_id, kept_until, now_ms):
+                if next(self._bindings) % _PRUNE_EVERY_BINDINGS == 0:
+                    self._audits.write_records([], prune_before_ms=now_ms)
                 return _Bound(invocation, kept_until)
             reason = RefusalReason.TOKEN_REPLAYED
         self.refused_before_binding(
