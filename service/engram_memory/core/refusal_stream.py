@@ -40,9 +40,10 @@ HOST_SCOPE = "host"
 HOST_OUTCOME = "refused"
 SUMMARY_DETAIL = "counted refusals"
 # Bound refusals a storm can repeat at no cost to the caller: schema and digest errors, rate
-# limits, a tool the binding may not see, a purpose or confirmation reference that differs.
+# limits, a tool the binding may not see, a purpose or confirmation reference that differs,
+# and a listing refused during a policy outage (-32000, retriable: hosts retry it).
 BOUNDED_OUTCOMES = frozenset(
-    {"INVALID_SCHEMA", "INVALID_DIGEST", "RATE_LIMITED", "rpc:-32602", "rpc:-32603"}
+    {"INVALID_SCHEMA", "INVALID_DIGEST", "RATE_LIMITED", "rpc:-32602", "rpc:-32603", "rpc:-32000"}
 )
 _TRANSPORTS = frozenset({"stdio", "http", "maintenance", "in-process"})
 _METHODS = frozenset(
