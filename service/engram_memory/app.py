@@ -113,18 +113,27 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
             secure_data_dir(config.data_dir)
             keys = _settled_keys(database, config, grace_s)
             search_index = follow_store(database)
-            yield MemoryService(
+            service = MemoryService(
                 Services(
                     database=database,
                     keys=keys,
                     decider=PolicyDecider(engine, identity, _clock_ms),
                     root_key=root_key,
                     host_keys=host_keys,
-                    settings=ServiceSettings(host_memory_enabled=config.memory_enabled),
+                    settings=ServiceSettings(
+                        host_memory_enabled=config.memory_enabled,
+                        refusal_burst=config.refusal_burst,
+                        refusal_interval_ms=config.refusal_interval_s * 1000,
+                    ),
                     clock_ms=_clock_ms,
                     search_index=search_index,
                 )
             )
+            try:
+                yield service
+            finally:
+                # Refusal summaries still owed are written while the store is open.
+                service.close()
         finally:
             database.index_commits.follow(None)
             database.close()

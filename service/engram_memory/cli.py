@@ -43,6 +43,8 @@ def _serve(args: argparse.Namespace) -> int:
             "bundle": args.bundle,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
+            "refusal_burst": args.refusal_burst,
+            "refusal_interval_s": args.refusal_interval_s,
         }
     )
     http_settings = None
@@ -68,7 +70,12 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         with (
             open_service(config) as service,
-            maintenance_channel(service.services, config.data_dir, stop=stop),
+            maintenance_channel(
+                service.services,
+                config.data_dir,
+                stop=stop,
+                refused=service.refused_before_binding,
+            ),
         ):
             stop.on_begin(service.services.settings.failpoints.release_paused)
             if not config.memory_enabled:
@@ -281,6 +288,16 @@ def build_parser() -> argparse.ArgumentParser:
         "(env ENGRAM_DRAIN_SECONDS; default: 10)",
     )
     _add_http_flags(serve)
+    serve.add_argument(
+        "--refusal-burst",
+        help="refusals audited one by one per key (peer or principal, reason, tool) and "
+        "window before the rest are counted (env ENGRAM_REFUSAL_BURST; default: 10)",
+    )
+    serve.add_argument(
+        "--refusal-interval-s",
+        help="the window, in seconds, after which one summary entry records the refusals "
+        "counted in it (env ENGRAM_REFUSAL_INTERVAL_S; default: 60)",
+    )
     serve.set_defaults(handler=_serve)
 
     demo = sub.add_parser("demo", help="a narrated governed session through the real server")

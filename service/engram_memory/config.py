@@ -9,7 +9,7 @@
 | ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
 | ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
 | ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
-| ENGRAM_MAX_REQUEST_BYTES | --max-request-bytes | 4194304: larger HTTP bodies get 413 |
+| ENGRAM_MAX_REQUEST_BYTES | --max-request-bytes | 4194304: larger bodies 413, lines -32600 |
 | ENGRAM_HTTP_MAX_CONNECTIONS | --http-max-connections | 128 open connections |
 | ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER | --http-max-connections-per-peer | 32 |
 | ENGRAM_HTTP_MAX_SESSIONS | --http-max-sessions | 256 sessions in all |
@@ -22,8 +22,11 @@
 | ENGRAM_HTTP_ALLOWED_ORIGINS | --http-allowed-origins | loopback origins; required off loopback |
 | ENGRAM_TLS_CERT, ENGRAM_TLS_KEY | --tls-cert, --tls-key | none; off loopback TLS or: |
 | ENGRAM_INSECURE_NO_TLS | --insecure-no-tls | false |
+| ENGRAM_REFUSAL_BURST | --refusal-burst | 10: refusals audited one by one per key and window |
+| ENGRAM_REFUSAL_INTERVAL_S | --refusal-interval-s | 60: the window; then one counted summary |
 
-The HTTP settings (http_settings.py) are read only by `serve --transport http`.
+The HTTP settings (http_settings.py) are read only by `serve --transport http`, except
+ENGRAM_MAX_REQUEST_BYTES, which stdio applies to a request line.
 
 A bad value is reported as one line naming the problem; nothing is written before the
 configuration is known to be good.
@@ -38,6 +41,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.stopping import DEFAULT_DRAIN_SECONDS
 
 EMBEDDED = "embedded"
@@ -56,6 +60,8 @@ class ServiceConfig:
     bundle: Path | None
     memory_enabled: bool
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    refusal_burst: int = DEFAULT_BURST
+    refusal_interval_s: int = DEFAULT_INTERVAL_MS // 1000
 
     @property
     def uses_opa_server(self) -> bool:
@@ -110,6 +116,18 @@ def _seconds(text: str | None) -> float:
     return value
 
 
+def _whole(text: str | None, name: str, default: int, low: int, high: int) -> int:
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be a whole number {low} to {high}, got {text!r}")
+    return value
+
+
 def load_config(
     flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
 ) -> ServiceConfig:
@@ -128,6 +146,20 @@ def load_config(
             raise ConfigurationError(f"ENGRAM_BUNDLE points to {bundle}, which is not a directory")
     return ServiceConfig(
         drain_seconds=_seconds(_flag_or_env(flags, env, "ENGRAM_DRAIN_SECONDS")),
+        refusal_burst=_whole(
+            _flag_or_env(flags, env, "ENGRAM_REFUSAL_BURST"),
+            "ENGRAM_REFUSAL_BURST",
+            DEFAULT_BURST,
+            0,
+            10_000,
+        ),
+        refusal_interval_s=_whole(
+            _flag_or_env(flags, env, "ENGRAM_REFUSAL_INTERVAL_S"),
+            "ENGRAM_REFUSAL_INTERVAL_S",
+            DEFAULT_INTERVAL_MS // 1000,
+            1,
+            86_400,
+        ),
         data_dir=Path(_flag_or_env(flags, env, "ENGRAM_DATA_DIR") or ".engram").expanduser(),
         host_keys=_existing_file(_flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), "ENGRAM_HOST_KEYS"),
         root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),

@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -145,16 +146,30 @@ def _meta_value(meta: Mapping[str, Any] | None, key: str) -> object:
     return None if meta is None else meta.get(key)
 
 
-def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Server[Any]:
-    """The MCP server of `service`; an abandoned drain of `stop` cancels its calls."""
+def _peer(ctx: ServerRequestContext[Any], transport: str) -> str:
+    """The client's address as the audit records it: the IP over HTTP (the SDK attaches
+    the Starlette request), "stdio" over stdio."""
+    if transport != "http":
+        return transport
+    client = getattr(ctx.request, "client", None)
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) and host else "unknown"
+
+
+def build_server(
+    service: MemoryService, stop: GracefulStop | None = None, transport: str = "stdio"
+) -> Server[Any]:
+    """The MCP server of `service` over `transport` ("stdio" or "http"); an abandoned drain
+    of `stop` cancels its calls."""
     stop = stop or GracefulStop()
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         token = _meta_value(ctx.meta, INVOCATION_META_KEY)
+        list_tools = partial(service.list_tools, transport=transport, peer=_peer(ctx, transport))
         try:
-            specs = await anyio.to_thread.run_sync(service.list_tools, token, limiter=_WORKER_LIMIT)
+            specs = await anyio.to_thread.run_sync(list_tools, token, limiter=_WORKER_LIMIT)
         except ProtocolRefusal as refusal:
             raise _rpc_error(refusal.code) from None
         return types.ListToolsResult(tools=[_tool(spec) for spec in specs])
@@ -172,6 +187,8 @@ def build_server(service: MemoryService, stop: GracefulStop | None = None) -> Se
             # Set by the JSON gate for this very message (json_gate.py explains why a
             # context variable): the client cannot set it.
             duplicate_argument_keys=DUPLICATE_ARGUMENT_KEYS.get(),
+            transport=transport,
+            peer=_peer(ctx, transport),
         )
         try:
             with stop.cancellable(cancellation):
@@ -356,7 +373,7 @@ async def serve_stdio(
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained; a
     line longer than `max_request_bytes` is answered -32600 and never kept."""
     stop = stop or GracefulStop()
-    server = build_server(service, stop)
+    server = build_server(service, stop, "stdio")
     lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts, max_bytes=max_request_bytes)
     lines.start()
     # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
@@ -401,7 +418,7 @@ def http_server(
     settings = settings or HttpSettings(host=host)
     # Not json_response: a quick call still answers with plain JSON, but a call that runs on
     # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
-    app = build_server(service, stop).streamable_http_app(
+    app = build_server(service, stop, "http").streamable_http_app(
         streamable_http_path="/mcp",
         json_response=False,
         host=host,

@@ -111,8 +111,10 @@ async def test_capture_admit_search_get_forget_leaves_nothing_readable(
     _assert_no_plaintext(deployment.data_dir, canary)
     events, entries, receipts = verify_data_dir(deployment.data_dir)
     assert events == 3  # capture, accept, tombstone
-    assert entries == 8  # one per tool call, reads and refusals included
-    assert receipts >= 2 * entries  # at least discovery + authorization each
+    # One per tool call, reads and refusals included, and one for the host's tools/list.
+    assert entries == 9
+    # At least discovery + authorization for each call, discovery for the listing.
+    assert receipts >= 2 * (entries - 1) + 1
 
 
 async def test_untrusted_evidence_is_rejected_by_admission_policy(deployment: Deployment) -> None:

@@ -39,7 +39,6 @@ AUTHZ_OK: dict[str, Any] = {
     "allow": True,
     "redaction": REDACTION_OK,
     "response_ceiling_bytes": 2097152,
-    "rate_limits": [{"name": "burst", "calls": 10, "per_ms": 1000}],
     "reasons": ["redaction_rule:r", "tool_granted"],
 }
 ADMISSION_OK = {
@@ -92,7 +91,6 @@ def test_a_well_formed_authz_result_becomes_a_typed_result_with_a_receipt() -> N
     result = _decider(AUTHZ_OK).authz(subject(), "engram_memory_get")
     assert result.allow
     assert result.redaction.allowed_fields == ("", "/components")
-    assert result.rate_limits == (RateLimit("burst", calls=10, per_ms=1000),)
     receipt = result.decision.receipt
     assert receipt.policy_path == AUTHZ_PATH
     assert receipt.bundle_revision == EXPECTED.revision
@@ -128,9 +126,8 @@ def test_the_engine_receives_the_subject_and_the_tool() -> None:
         {**AUTHZ_OK, "redaction": {**REDACTION_OK, "allowed_fields": ["nope"]}},
         {**AUTHZ_OK, "redaction": {**REDACTION_OK, "max_packet_bytes": 0}},
         {k: v for k, v in AUTHZ_OK.items() if k != "redaction"},
-        {k: v for k, v in AUTHZ_OK.items() if k != "rate_limits"},
-        {**AUTHZ_OK, "rate_limits": [{"name": "burst", "calls": 0, "per_ms": 1000}]},
-        {**AUTHZ_OK, "rate_limits": [{"name": "burst", "calls": 1, "per_ms": 0}]},
+        # Rate limits ride on the discovery decision, never on authz.
+        {**AUTHZ_OK, "rate_limits": []},
     ],
 )
 def test_a_malformed_result_is_policy_unavailable(result: object) -> None:
@@ -161,26 +158,52 @@ def test_any_other_engine_error_is_policy_unavailable() -> None:
         _decider(None, error=ConfigurationError("misconfigured")).authz(subject(), "x")
 
 
-def test_discovery_returns_the_visible_tools() -> None:
-    result = _decider(
-        {
-            "visible_tools": ["engram_memory_get"],
-            "never_store_patterns": ["X-[0-9]{4}"],
-            "reasons": ["memory_enabled", "tools_granted"],
-        }
-    ).discovery(subject(), host_memory_enabled=True)
+DISCOVERY_OK: dict[str, Any] = {
+    "visible_tools": ["engram_memory_get"],
+    "never_store_patterns": ["X-[0-9]{4}"],
+    "rate_limits": [
+        {"name": "burst", "calls": 10, "per_ms": 1000, "tools": []},
+        {"name": "gets", "calls": 3, "per_ms": 1000, "tools": ["engram_memory_get"]},
+    ],
+    "reasons": ["memory_enabled", "tools_granted"],
+}
+
+
+def test_discovery_returns_the_visible_tools_and_the_rate_limits_per_tool() -> None:
+    result = _decider(DISCOVERY_OK).discovery(subject(), host_memory_enabled=True)
     assert result.visible_tools == frozenset({"engram_memory_get"})
     assert result.never_store_patterns == ("X-[0-9]{4}",)
+    burst = RateLimit("burst", calls=10, per_ms=1000)
+    gets = RateLimit("gets", calls=3, per_ms=1000, tools=frozenset({"engram_memory_get"}))
+    assert result.limits_for("engram_memory_get") == (burst, gets)
+    assert result.limits_for("engram_memory_search") == (burst,)
+
+
+_LIMIT = DISCOVERY_OK["rate_limits"][0]
 
 
 @pytest.mark.parametrize(
     "result",
     [
-        {"visible_tools": ["engram_memory_admin"], "never_store_patterns": [], "reasons": ["x"]},
-        {"visible_tools": [], "reasons": ["x"]},
-        {"visible_tools": [], "never_store_patterns": ["b", "a"], "reasons": ["x"]},
+        {**DISCOVERY_OK, "visible_tools": ["engram_memory_admin"]},
+        {k: v for k, v in DISCOVERY_OK.items() if k != "never_store_patterns"},
+        {**DISCOVERY_OK, "never_store_patterns": ["b", "a"]},
+        {k: v for k, v in DISCOVERY_OK.items() if k != "rate_limits"},
+        {**DISCOVERY_OK, "rate_limits": [{**_LIMIT, "calls": 0}]},
+        {**DISCOVERY_OK, "rate_limits": [{**_LIMIT, "per_ms": 0}]},
+        {**DISCOVERY_OK, "rate_limits": [{**_LIMIT, "tools": ["engram_memory_admin"]}]},
+        {**DISCOVERY_OK, "rate_limits": [{k: v for k, v in _LIMIT.items() if k != "tools"}]},
     ],
-    ids=["unknown-tool", "no-never-store-patterns", "unsorted-patterns"],
+    ids=[
+        "unknown-tool",
+        "no-never-store-patterns",
+        "unsorted-patterns",
+        "no-rate-limits",
+        "zero-calls",
+        "zero-period",
+        "limit-names-unknown-tool",
+        "limit-without-tools",
+    ],
 )
 def test_a_malformed_discovery_result_is_policy_unavailable(result: object) -> None:
     with pytest.raises(PolicyUnavailable):

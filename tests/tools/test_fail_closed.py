@@ -221,4 +221,5 @@ def test_arguments_the_gate_saw_duplicate_keys_in_are_invalid_schema_after_bindi
             replace(flagged, invocation_token="forged", duplicate_argument_keys=True)
         )
     assert refused.value.code is ProtocolCode.CONTEXT_UNAVAILABLE
-    assert value(alice.service.call_tool(flagged)) is not None
+    fresh = replace(flagged, invocation_token=alice.token())  # a token binds one call
+    assert value(alice.service.call_tool(fresh)) is not None

@@ -4,6 +4,7 @@ and rate limits (SPEC §12), through the real embedded engine and the shipped po
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 
 import pytest
 
@@ -44,10 +45,12 @@ class _Clock:
 
 
 @pytest.fixture
-def clocked(services: Services) -> tuple[MemoryService, _Clock]:
+def clocked(services: Services) -> Iterator[tuple[MemoryService, _Clock]]:
     # A little ahead of the wall clock, so that contexts minted meanwhile are not "future".
     clock = _Clock(services.clock_ms() + 5_000)
-    return MemoryService(dataclasses.replace(services, clock_ms=clock)), clock
+    service = MemoryService(dataclasses.replace(services, clock_ms=clock))
+    yield service, clock
+    service.close()  # refusal summaries still owed, while the store is open
 
 
 def test_a_policy_rate_limit_refuses_the_call_beyond_it_until_the_bucket_refills(
@@ -80,6 +83,18 @@ def test_a_rate_limited_call_is_audited_as_such(
     with services.database.transaction() as tx:
         outcomes = tx.fetchall("SELECT outcome, count(*) FROM audit_entries GROUP BY outcome")
     assert dict(outcomes) == {"NOT_FOUND": 120, "RATE_LIMITED": 1}
+
+
+def test_a_rate_limit_applies_before_the_arguments_are_validated(
+    clocked: tuple[MemoryService, _Clock],
+) -> None:
+    """A storm of malformed calls is limited like any other (issue 9)."""
+    service, _ = clocked
+    bob = Caller(service, principal="user:bob")
+    malformed = {"record_id": UNKNOWN, "purpose_ref": bob.purpose_ref, "extra": 1}
+    for _ in range(120):
+        assert code(bob.call("engram_memory_get", malformed)) == "INVALID_SCHEMA"
+    assert code(bob.call("engram_memory_get", malformed)) == "RATE_LIMITED"
 
 
 BURST = RateLimit("burst", calls=2, per_ms=1_000)

@@ -5,8 +5,8 @@
 #   response ceiling. Allowed iff memory is enabled for the tenant and the workspace and
 #   one of the principal's roles (for the declared purpose) grants the tool. Redaction is
 #   the first redaction rule of the workspace matching the purpose and the principal or one
-#   of its roles; without one only record_id is disclosed. Rate limits are the workspace's
-#   rules that select the caller and the tool; the service counts calls against them.
+#   of its roles; without one only record_id is disclosed. Rate limits ride on the
+#   discovery decision instead, so that they apply before the arguments are validated.
 # scope: package
 package engram.authz
 
@@ -17,8 +17,7 @@ import data.engram.common
 # description: |
 #   {"allow": bool, "redaction": {"mode": "field-allowlist", "allowed_fields": [...],
 #   "allow_derivation_lineage": bool, "max_packet_bytes": int},
-#   "response_ceiling_bytes": int, "rate_limits": [{"name", "calls", "per_ms"}],
-#   "reasons": [sorted rule names]}. Fail-closed.
+#   "response_ceiling_bytes": int, "reasons": [sorted rule names]}. Fail-closed.
 # entrypoint: true
 # scope: document
 default decision := {
@@ -30,7 +29,6 @@ default decision := {
 		"max_packet_bytes": 65536,
 	},
 	"response_ceiling_bytes": 2097152,
-	"rate_limits": [],
 	"reasons": ["default_deny"],
 }
 
@@ -38,7 +36,6 @@ decision := {
 	"allow": false,
 	"redaction": unset_redaction,
 	"response_ceiling_bytes": response_ceiling,
-	"rate_limits": [],
 	"reasons": sort(deny),
 } if count(deny) > 0
 
@@ -46,7 +43,6 @@ decision := {
 	"allow": true,
 	"redaction": redaction,
 	"response_ceiling_bytes": response_ceiling,
-	"rate_limits": rate_limits,
 	"reasons": sort({"tool_granted", redaction_reason}),
 } if {
 	common.memory_enabled
@@ -76,17 +72,6 @@ unset_redaction := {
 default response_ceiling := 2097152
 
 response_ceiling := common.workspace.response_ceiling_bytes
-
-# SPEC §12: no rate limit unless policy data sets one. Policy data lists the rules by name.
-rate_limits := [{"name": rule.name, "calls": rule.calls, "per_ms": rule.per_ms} |
-	some rule in object.get(common.workspace, "rate_limits", [])
-	tool_limited(rule)
-	common.selects(rule)
-]
-
-tool_limited(rule) if not rule.tools
-
-tool_limited(rule) if input.tool in rule.tools
 
 purpose_matches(rule) if not rule.purposes
 

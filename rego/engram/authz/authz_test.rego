@@ -33,11 +33,6 @@ config := {"tenants": {"acme": {
 				},
 				{"name": "everyone-else", "allowed_fields": ["/purpose_ref"]},
 			],
-			"rate_limits": [
-				{"name": "everyone", "calls": 600, "per_ms": 60000},
-				{"name": "forgets", "calls": 5, "per_ms": 3600000, "tools": ["engram_memory_forget"]},
-				{"name": "readers", "calls": 100, "per_ms": 60000, "roles": ["reader"]},
-			],
 		},
 		"plain": {
 			"memory_enabled": true,
@@ -74,10 +69,6 @@ test_a_granted_tool_is_allowed_with_the_first_matching_redaction if {
 			"max_packet_bytes": 32768,
 		},
 		"response_ceiling_bytes": 1048576,
-		"rate_limits": [
-			{"name": "everyone", "calls": 600, "per_ms": 60000},
-			{"name": "readers", "calls": 100, "per_ms": 60000},
-		],
 		"reasons": ["redaction_rule:support-readers", "tool_granted"],
 	} with input as request with data.engram.config as config
 }
@@ -104,7 +95,6 @@ test_without_a_redaction_rule_only_record_id_is_disclosed if {
 	d.allow
 	d.redaction == unset
 	d.response_ceiling_bytes == 2097152
-	d.rate_limits == []
 	d.reasons == ["redaction_unset", "tool_granted"]
 }
 
@@ -115,7 +105,6 @@ test_an_ungranted_tool_is_denied if {
 		"allow": false,
 		"redaction": unset,
 		"response_ceiling_bytes": 1048576,
-		"rate_limits": [],
 		"reasons": ["tool_not_granted"],
 	}
 }
@@ -143,17 +132,6 @@ test_the_default_decision_denies_when_no_rule_decides if {
 		"allow": false,
 		"redaction": unset,
 		"response_ceiling_bytes": 2097152,
-		"rate_limits": [],
 		"reasons": ["default_deny"],
 	}
-}
-
-test_rate_limits_select_by_tool_and_by_principal if {
-	d := authz.decision with input as object.union(request, {"principal": "user:alice", "tool": "engram_memory_forget"})
-		with data.engram.config as config
-	d.allow
-	d.rate_limits == [
-		{"name": "everyone", "calls": 600, "per_ms": 60000},
-		{"name": "forgets", "calls": 5, "per_ms": 3600000},
-	]
 }

@@ -27,7 +27,7 @@ import stat
 import struct
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.core.runtime import Services
 from engram_memory.stopping import GracefulStop
 
@@ -44,6 +45,8 @@ log = logging.getLogger("engram_memory.admin.channel")
 MAX_REQUEST_BYTES = 65_536
 REQUEST_TIMEOUT_S = 30.0
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# Where the channel's refusals before a command runs are audited (the host-level stream).
+Refused = Callable[[PreBindingRefusal], None]
 
 
 def runtime_directory() -> Path:
@@ -111,9 +114,11 @@ class _Handler(socketserver.StreamRequestHandler):
             line = self.rfile.readline(MAX_REQUEST_BYTES + 1)
         except OSError:
             return  # the peer went away before it finished asking
-        if peer_uid(self.connection) != self.server.allowed_uid:
+        uid = peer_uid(self.connection)
+        if uid != self.server.allowed_uid:
             self._send({"ok": False, "code": ErrorCode.UNAUTHORIZED.name})
             log.warning("maintenance channel: refused a connection from another user")
+            self._refused(uid, RefusalReason.MAINTENANCE_REFUSED)
             return
         call = object()
         if not self.server.stop.admit(call):
@@ -122,12 +127,18 @@ class _Handler(socketserver.StreamRequestHandler):
             return
         try:
             if len(line) > MAX_REQUEST_BYTES:
+                self._refused(uid, RefusalReason.REQUEST_TOO_LARGE)
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "request too large")
             try:
                 request = json.loads(line)
             except ValueError as exc:
+                self._refused(uid, RefusalReason.PARSE_ERROR)
                 raise ToolError(ErrorCode.INVALID_SCHEMA, "request is not JSON") from exc
-            command = AdminCommand.from_json(request)
+            try:
+                command = AdminCommand.from_json(request)
+            except ToolError:
+                self._refused(uid, RefusalReason.INVALID_REQUEST)
+                raise
             log.info("maintenance channel: %s", command.name)
             value = execute(self.server.services, command, self._progress)
         except ToolError as error:
@@ -146,6 +157,11 @@ class _Handler(socketserver.StreamRequestHandler):
     def _progress(self, line: str) -> None:
         self._send({"progress": line})
 
+    def _refused(self, uid: int, reason: RefusalReason) -> None:
+        if self.server.refused is not None:
+            refusal = PreBindingRefusal("maintenance", f"uid:{uid}", "maintenance", reason)
+            self.server.refused(refusal)
+
     def _send(self, message: dict[str, Any]) -> None:
         with suppress(OSError):  # the admin went away; the operation itself stands
             self.wfile.write(json.dumps(message, ensure_ascii=False).encode() + b"\n")
@@ -156,11 +172,17 @@ class _ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
     daemon_threads = True
 
     def __init__(
-        self, path: Path, services: Services, allowed_uid: int, stop: GracefulStop
+        self,
+        path: Path,
+        services: Services,
+        allowed_uid: int,
+        stop: GracefulStop,
+        refused: Refused | None,
     ) -> None:
         self.services = services
         self.allowed_uid = allowed_uid
         self.stop = stop
+        self.refused = refused
         super().__init__(str(path), _Handler)
 
 
@@ -171,8 +193,11 @@ def maintenance_channel(
     *,
     allowed_uid: int | None = None,
     stop: GracefulStop | None = None,
+    refused: Refused | None = None,
 ) -> Iterator[Path]:
     """Serve admin commands for `services` while the block runs; yields the socket path.
+    A request refused before its command runs is handed to `refused` (the server passes
+    `MemoryService.refused_before_binding`, which audits it in the host-level stream).
 
     Call it only while holding the store (the DuckDB lock proves no other server serves
     `data_dir`, so a socket already there is a dead server's and is replaced). On exit the
@@ -184,7 +209,7 @@ def maintenance_channel(
     with suppress(FileNotFoundError):
         path.unlink()
     uid = os.getuid() if allowed_uid is None else allowed_uid
-    server = _ChannelServer(path, services, uid, stop)
+    server = _ChannelServer(path, services, uid, stop, refused)
     path.chmod(0o600)
     thread = threading.Thread(
         target=server.serve_forever, name="engram-maintenance-channel", daemon=True

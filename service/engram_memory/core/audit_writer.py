@@ -6,17 +6,22 @@ share one: the first caller to arrive leads, appends every entry waiting at that
 transaction, commits once, and only then releases the callers it wrote for. No caller returns
 before its entry is durable, so no acknowledged call lacks its entry; if the transaction fails,
 every caller of that batch fails (fail closed) and none of their entries exists.
+
+Entries made without a call (the host stream, refusal summaries: core/refusal_stream.py)
+join the same batches through `write_records`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engram_memory.core import steps
 from engram_memory.core.call_audit import AuditFacts
 from engram_memory.core.runtime import CallContext
+from engram_memory.store import audit
 from engram_memory.store.database import Database, StoreUnavailable
 
 log = logging.getLogger("engram_memory.calls")
@@ -24,11 +29,16 @@ log = logging.getLogger("engram_memory.calls")
 
 @dataclass
 class _Entry:
-    ctx: CallContext
-    facts: AuditFacts
+    # A call's entry, or entries made without a call (`records`, with audit ids to claim).
+    call: tuple[CallContext, AuditFacts] | None
+    records: Sequence[audit.AuditRecord] = ()
+    claims: Sequence[tuple[str, int]] = ()
+    # Forget the audit ids kept until before this instant (store/audit.py).
+    prune_before_ms: int | None = None
     done: threading.Event = field(default_factory=threading.Event)
     # The facts written (its outcome may have become gate_failed), or None if none were.
     written: AuditFacts | None = None
+    committed: bool = False
     # Set when the previous leader hands the next batch to this caller.
     leads: bool = False
 
@@ -46,7 +56,22 @@ class AuditGroupWriter:
         """Append the entry of the call bound in `ctx` durably; return the facts written (a
         confirmation consumed meanwhile by another call turns them into gate_failed,
         `steps.write_audits`), or None if the entry was not written."""
-        entry = _Entry(ctx, facts)
+        entry = self._join(_Entry((ctx, facts)))
+        return entry.written
+
+    def write_records(
+        self,
+        records: Sequence[audit.AuditRecord],
+        claims: Sequence[tuple[str, int]] = (),
+        *,
+        prune_before_ms: int | None = None,
+    ) -> bool:
+        """Append entries made without a call, keep the (audit id, kept-until ms) of
+        `claims` (store/audit.py `claim_audit_ids`) and, with `prune_before_ms`, forget the
+        ids kept until before it, durably; False if none of it was written."""
+        return self._join(_Entry(None, records, claims, prune_before_ms)).committed
+
+    def _join(self, entry: _Entry) -> _Entry:
         with self._state:
             self._waiting.append(entry)
             entry.leads = not self._leading
@@ -54,16 +79,19 @@ class AuditGroupWriter:
         if not entry.leads:
             entry.done.wait()
             if not entry.leads:
-                return entry.written
+                return entry
         self._lead()
-        return entry.written
+        return entry
 
     def _lead(self) -> None:
         with self._state:
             batch, self._waiting = self._waiting, []
         written = self._commit(batch)
-        for index, entry in enumerate(batch):
-            entry.written = None if written is None else written[index]
+        calls = iter(written or ())
+        for entry in batch:
+            entry.committed = written is not None
+            if written is not None and entry.call is not None:
+                entry.written = next(calls)
         with self._state:
             successor = self._waiting[0] if self._waiting else None
             if successor is None:
@@ -78,7 +106,15 @@ class AuditGroupWriter:
     def _commit(self, batch: list[_Entry]) -> list[AuditFacts] | None:
         try:
             with self._database.transaction() as tx:
-                written = steps.write_audits(tx, [(entry.ctx, entry.facts) for entry in batch])
+                written = steps.write_audits(
+                    tx,
+                    [entry.call for entry in batch if entry.call is not None],
+                    [record for entry in batch for record in entry.records],
+                )
+                audit.claim_audit_ids(tx, [claim for entry in batch for claim in entry.claims])
+                prunes = [e.prune_before_ms for e in batch if e.prune_before_ms is not None]
+                if prunes:
+                    audit.prune_used_audit_ids(tx, min(prunes))
         except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
             # StoreUnavailable is the expected case; anything else must not strand followers.
             if not isinstance(exc, StoreUnavailable):

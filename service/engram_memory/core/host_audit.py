@@ -9,7 +9,7 @@ Nothing the client wrote is stored verbatim (method names and tool names outside
 ones are recorded as `other`), so the stream cannot be used to plant content.
 
 This module defines the value handed to the stream; `tools/dispatch.py`
-(`MemoryService.refused_before_binding`) records it.
+(`MemoryService.refused_before_binding`) hands it to core/refusal_stream.py, which records it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class PreBindingRefusal:
 
     `peer` is the client address for HTTP (`ip`, no port) or `stdio`; `method` is the
     JSON-RPC method when it is one of the protocol's, else `other`; `token` is the raw
-    invocation token if one came (only its digest is recorded).
+    invocation token if one came (only its digest is recorded); `tool` is the tool a
+    `tools/call` named, recorded only when it is one of the six (else the method is).
     """
 
     transport: str  # "stdio" | "http" | "maintenance"
@@ -50,3 +51,4 @@ class PreBindingRefusal:
     method: str
     reason: RefusalReason
     token: object = None
+    tool: str = ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
+from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.core.search_index import SearchIndex
 from engram_memory.crypto.keys import RootKey
@@ -30,6 +31,10 @@ class ServiceSettings:
     host_memory_enabled: bool = True
     # SPEC §4.1: default response ceiling; policy may lower it per binding.
     response_ceiling_bytes: int = 2_097_152
+    # Refusal storms (core/flood_bound.py): this many entries per key and window, then one
+    # counted summary per window of this length.
+    refusal_burst: int = DEFAULT_BURST
+    refusal_interval_ms: int = DEFAULT_INTERVAL_MS
     # Test-only (never armed unless ENGRAM_UNSAFE_FAILPOINTS is set when the service starts).
     failpoints: UnsafeFailpoints = field(default_factory=UnsafeFailpoints.from_environment)
 
@@ -64,6 +69,9 @@ class CallContext:
     now_ms: int
     # Set by the transport when the client cancels the call (MCP notifications/cancelled).
     cancellation: threading.Event | None = None
+    # Set when an invocation token bound this call: its audit id stays claimed in the store
+    # until then (core/replay_guard.py). None for server-made contexts (maintenance, import).
+    audit_id_kept_until_ms: int | None = None
 
     @property
     def scope_ref(self) -> str:

@@ -21,7 +21,7 @@ from engram_memory.crypto.keyfile import KeyFileBroken
 from engram_memory.crypto.sealing import SealBroken, open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
 from engram_memory.host.tokens import TokenInvalid
-from engram_memory.policy.decider import AuthzResult
+from engram_memory.policy.decider import AuthzResult, RateLimit
 from engram_memory.store import audit, memory
 from engram_memory.store.audit import ApprovalEvidence
 from engram_memory.store.database import Transaction
@@ -31,21 +31,30 @@ log = logging.getLogger("engram_memory.calls")
 
 def authorize(ctx: CallContext, audit: CallAudit) -> AuthzResult:
     """Base authorization for the tool in the bound scope; its receipt goes to `audit`.
+    (Rate limits apply earlier, from the discovery decision: `admit_rate`.)
 
     Raises:
-        ToolError: UNAUTHORIZED when policy denies; RATE_LIMITED when a rate limit policy
-            applies to the caller is exhausted; POLICY_* from the decider.
+        ToolError: UNAUTHORIZED when policy denies; POLICY_* from the decider.
     """
     result = ctx.services.decider.authz(ctx.subject, ctx.tool)
     audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")
+    return result
+
+
+def admit_rate(ctx: CallContext, limits: Sequence[RateLimit]) -> None:
+    """Count the call against the rate-limit rules that apply to it (SPEC §12), before its
+    arguments are validated: a storm of malformed calls is limited like any other.
+
+    Raises:
+        ToolError: RATE_LIMITED when one of the caller's limits is exhausted.
+    """
     exhausted = ctx.services.rate_limiter.admit(
-        ctx.scope_ref, ctx.invocation.principal, result.rate_limits, ctx.now_ms
+        ctx.scope_ref, ctx.invocation.principal, limits, ctx.now_ms
     )
     if exhausted is not None:
         raise ToolError(ErrorCode.RATE_LIMITED, f"rate limit {exhausted}")
-    return result
 
 
 def pass_confirmation_gate(
@@ -280,10 +289,13 @@ def write_audit(tx: Transaction, ctx: CallContext, facts: AuditFacts) -> None:
 
 
 def write_audits(
-    tx: Transaction, entries: Sequence[tuple[CallContext, AuditFacts]]
+    tx: Transaction,
+    entries: Sequence[tuple[CallContext, AuditFacts]],
+    extra: Sequence[audit.AuditRecord] = (),
 ) -> list[AuditFacts]:
     """Append the entries of several calls in order, in `tx`, with two statements (a group
-    commit), spending the confirmation each call's gate passed.
+    commit), spending the confirmation each call's gate passed; then the `extra` entries
+    made without a call (host stream, refusal summaries: core/refusal_stream.py).
 
     A confirmation is single use (SPEC §7): an entry whose confirmation another call consumed
     since its gate passed (or an earlier entry of this group did) is written, and returned, as
@@ -310,9 +322,8 @@ def write_audits(
                 memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
                 spent.add(spend.jti)
         written.append(facts)
-    audit.append_all(
-        tx, [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
-    )
+    records = [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
+    audit.append_all(tx, [*records, *extra])
     return written
 
 
@@ -334,6 +345,7 @@ def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
         idempotency_key_digest=facts.idempotency_key_digest,
         detail=facts.detail,
         approval=None if facts.confirmation is None else facts.confirmation.approval,
+        audit_id_kept_until_ms=ctx.audit_id_kept_until_ms,
     )
 
 

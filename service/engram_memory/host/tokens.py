@@ -24,6 +24,10 @@ class TokenInvalid(Exception):
     """The token is missing, malformed, unsigned, untrusted, expired or mis-bound."""
 
 
+class TokenExpired(TokenInvalid):
+    """A well-formed, trusted token past its `exp` (the audit tells it from a forgery)."""
+
+
 def sign(claims: Mapping[str, Any], signer: HostSigningKey, typ: str) -> str:
     return jwt.encode(
         dict(claims), signer.private_key, algorithm="EdDSA", headers={"kid": signer.kid, "typ": typ}
@@ -38,7 +42,8 @@ def verify(
     `skew_s` is how far in the future `iat` may be (host and service clocks differ).
 
     Raises:
-        TokenInvalid: any defect; the reason is for the audit trail only.
+        TokenExpired: valid but past `exp`.
+        TokenInvalid: any other defect; the reason is for the audit trail only.
     """
     if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_BYTES:
         raise TokenInvalid("absent or oversized")
@@ -72,7 +77,7 @@ def verify(
     if iat > now_s + skew_s:
         raise TokenInvalid("issued in the future")
     if now_s >= exp:
-        raise TokenInvalid("expired")
+        raise TokenExpired("expired")
     return claims
 
 

@@ -99,6 +99,12 @@ class DiscoveryResult:
     # Secret shapes policy data adds for this scope (SPEC §11), as regular expressions.
     never_store_patterns: tuple[str, ...]
     decision: Decision
+    # The rate-limit rules selecting this subject (SPEC §12); `limits_for` picks a tool's.
+    rate_limits: tuple[RateLimit, ...] = ()
+
+    def limits_for(self, tool: str) -> tuple[RateLimit, ...]:
+        """The rules that count a call of `tool`."""
+        return tuple(limit for limit in self.rate_limits if limit.counts(tool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,11 @@ class RateLimit:
     name: str
     calls: int
     per_ms: int
+    # The tools the rule counts; empty: every tool.
+    tools: frozenset[str] = frozenset()
+
+    def counts(self, tool: str) -> bool:
+        return not self.tools or tool in self.tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +134,6 @@ class AuthzResult:
     allow: bool
     redaction: Redaction
     response_ceiling_bytes: int
-    rate_limits: tuple[RateLimit, ...]
     decision: Decision
 
 
@@ -228,6 +238,9 @@ class PolicyDecider:
             visible_tools=frozenset(parsed.visible_tools),
             never_store_patterns=tuple(parsed.never_store_patterns),
             decision=decision,
+            rate_limits=tuple(
+                RateLimit(r.name, r.calls, r.per_ms, frozenset(r.tools)) for r in parsed.rate_limits
+            ),
         )
 
     def authz(self, subject: Subject, tool: str) -> AuthzResult:
@@ -248,7 +261,6 @@ class PolicyDecider:
             allow=parsed.allow,
             redaction=redaction,
             response_ceiling_bytes=parsed.response_ceiling_bytes,
-            rate_limits=tuple(RateLimit(r.name, r.calls, r.per_ms) for r in parsed.rate_limits),
             decision=decision,
         )
 

@@ -38,9 +38,18 @@ class ResultShape(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class RateLimitShape(ResultShape):
+    name: Annotated[str, StringConstraints(min_length=1)]
+    calls: Annotated[int, Field(ge=1, le=1_000_000)]
+    per_ms: Annotated[int, Field(ge=1, le=_SAFE_INT_MAX)]
+    # The tools the rule counts; none: every tool.
+    tools: Annotated[list[str], AfterValidator(_known_tools)]
+
+
 class DiscoveryShape(ResultShape):
     visible_tools: Annotated[SortedStrings, AfterValidator(_known_tools)]
     never_store_patterns: SortedStrings
+    rate_limits: list[RateLimitShape]
     reasons: ReasonList
 
 
@@ -51,17 +60,10 @@ class RedactionShape(ResultShape):
     max_packet_bytes: Annotated[int, Field(ge=4096, le=1_048_576)]
 
 
-class RateLimitShape(ResultShape):
-    name: Annotated[str, StringConstraints(min_length=1)]
-    calls: Annotated[int, Field(ge=1, le=1_000_000)]
-    per_ms: Annotated[int, Field(ge=1, le=_SAFE_INT_MAX)]
-
-
 class AuthzShape(ResultShape):
     allow: bool
     redaction: RedactionShape
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)]
-    rate_limits: list[RateLimitShape]
     reasons: ReasonList
 
 

@@ -3,6 +3,13 @@
 Entries hold identifiers and digests only: hashed principal/agent/session, outcome code,
 target ids, decision receipt digests, bundle digest, hashed idempotency key. Never memory
 content, never raw keys. Receipts are stored beside them so an auditor can re-derive each.
+
+Host-stream entries (scope_ref 'host': refusals before binding) and counted summaries of a
+refusal storm carry the optional columns of migration 0006 (`_STREAM_DEFAULTS`); an entry
+hashes each only when it differs from its default, so entries written before stay valid.
+Every entry bound by an invocation token also records its audit id in `used_audit_ids`
+until the token expires, in the same statement batch: the primary key refuses a second
+entry with that id (core/replay_guard.py keeps the fast, in-memory side of that rule).
 """
 
 from __future__ import annotations
@@ -36,6 +43,17 @@ _COLUMNS = (
     "detail",
     "previous_hash",
 )
+# Migration 0006's columns and the value every entry without them has (not hashed then).
+_STREAM_DEFAULTS: dict[str, JsonValue] = {
+    "transport": "",
+    "peer": "",
+    "reason": "",
+    "token_digest": "",
+    "occurrences": 1,
+    "first_at": "",
+    "last_at": "",
+}
+_STREAM_COLUMNS = tuple(_STREAM_DEFAULTS)
 
 
 class AuditChainBroken(EngramError):
@@ -84,6 +102,17 @@ class AuditRecord:
     detail: str = ""
     # The confirmation this call spent, if one released its gate (migration 0007).
     approval: ApprovalEvidence | None = None
+    # Host stream and counted summaries (migration 0006); defaults are what older entries had.
+    transport: str = ""
+    peer: str = ""
+    reason: str = ""
+    token_digest: str = ""
+    occurrences: int = 1
+    first_at: str = ""
+    last_at: str = ""
+    # Until when (epoch ms) the audit id stays in `used_audit_ids`: its invocation token's
+    # expiry plus the tolerated skew. None for server-made ids (host stream, summaries).
+    audit_id_kept_until_ms: int | None = None
 
 
 def _entry_hash(entry: dict[str, JsonValue]) -> str:
@@ -116,7 +145,7 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
         values: list[object] = [entry[c] for c in _COLUMNS]
         values[9] = json.dumps(entry["target_ids"])
         values[10] = json.dumps(entry["receipt_digests"])
-        rows.append([*values, previous])
+        rows.append([*values, previous, *_stream_values(record)])
         hashes.append(previous)
     if not rows:
         return hashes
@@ -127,7 +156,66 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
     tx.moved_audit_head((sequence, previous))
     _record_approvals(tx, records, sequence - len(records) + 1)
     _insert_receipts(tx, records)
+    _claim_audit_ids(tx, records)
     return hashes
+
+
+def _stream_values(record: AuditRecord) -> list[object]:
+    return [getattr(record, column) for column in _STREAM_COLUMNS]
+
+
+def _stream_fields(record: AuditRecord) -> dict[str, JsonValue]:
+    """Migration 0006's fields of `record` that differ from their defaults (hashed)."""
+    fields: dict[str, JsonValue] = {}
+    for column, default in _STREAM_DEFAULTS.items():
+        value = getattr(record, column)
+        if value != default:
+            fields[column] = value
+    return fields
+
+
+def _claim_audit_ids(tx: Transaction, records: Sequence[AuditRecord]) -> None:
+    claim_audit_ids(
+        tx,
+        [
+            (r.audit_id, r.audit_id_kept_until_ms)
+            for r in records
+            if r.audit_id_kept_until_ms is not None
+        ],
+    )
+
+
+def claim_audit_ids(tx: Transaction, claims: Sequence[tuple[str, int]]) -> None:
+    """Keep each (token-bound audit id, kept-until ms) in `tx`; a second claim of an id still
+    kept violates the primary key and fails the transaction (fail closed).
+
+    Raises:
+        StoreUnavailable: the statement failed (an id already kept included).
+    """
+    if not claims:
+        return
+    tx.execute(
+        _Q["claim_audit_ids"], [[audit_id for audit_id, _ in claims], [u for _, u in claims]]
+    )
+
+
+def used_audit_ids(tx: Transaction, now_ms: int) -> list[tuple[str, int]]:
+    """The audit ids whose tokens have not expired at `now_ms`, with their expiry.
+
+    Raises:
+        StoreUnavailable: the read failed.
+    """
+    return [(str(r[0]), int(r[1])) for r in tx.fetchall(_Q["used_audit_ids"], [now_ms])]
+
+
+def prune_used_audit_ids(tx: Transaction, now_ms: int) -> None:
+    """Forget the audit ids whose tokens expired before `now_ms` (a token past its expiry
+    is refused anyway, so its id needs no guard).
+
+    Raises:
+        StoreUnavailable: the statement failed.
+    """
+    tx.execute(_Q["prune_used_audit_ids"], [now_ms])
 
 
 def _entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, JsonValue]:
@@ -152,6 +240,7 @@ def _base_entry(record: AuditRecord, sequence: int, previous: str) -> dict[str, 
         "idempotency_key_digest": record.idempotency_key_digest,
         "detail": record.detail,
         "previous_hash": previous,
+        **_stream_fields(record),
     }
 
 
@@ -260,6 +349,9 @@ def verify(tx: Transaction) -> tuple[int, int]:
         entry["target_ids"] = json.loads(row[9])
         entry["receipt_digests"] = json.loads(row[10])
         entry.update(approvals.get(int(row[0]), {}))
+        for column, value in zip(_STREAM_COLUMNS, row[17:], strict=True):
+            if value != _STREAM_DEFAULTS[column]:
+                entry[column] = int(value) if column == "occurrences" else value
         if entry["sequence"] != expected or entry["previous_hash"] != previous:
             raise AuditChainBroken(f"gap or broken link at entry {expected}")
         if _entry_hash(entry) != row[16]:

@@ -13,6 +13,7 @@ through the group writer.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -36,18 +37,28 @@ from engram_memory.contract.parsing import (
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
+from engram_memory.core import steps
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
-from engram_memory.core.host_audit import PreBindingRefusal
+from engram_memory.core.flood_bound import FloodLimits
+from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
+from engram_memory.core.refusal_stream import RefusalStream
+from engram_memory.core.replay_guard import AuditIdGuard, kept_until_ms
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
-from engram_memory.host.tokens import TokenInvalid
+from engram_memory.host.tokens import TokenExpired, TokenInvalid
 from engram_memory.policy.decider import DiscoveryResult
 from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
+from engram_memory.store import audit as audit_store
+from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search
 
 log = logging.getLogger("engram_memory.calls")
+
+# Every this many bindings, the audit ids of expired tokens leave the store (`used_audit_ids`
+# would otherwise grow by one row per call until the next start).
+_PRUNE_EVERY_BINDINGS = 10_000
 
 _READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
 
@@ -94,8 +105,9 @@ def parse_call(
     *,
     duplicate_keys: bool = False,
 ) -> ParsedArguments:
-    """The steps of SPEC §1.8 before a tool's own: visibility, purpose binding, schema and
-    secrets. Shared by every call and the bulk import (admin/importing.py).
+    """The steps of SPEC §1.8 before a tool's own: visibility, rate limits, purpose
+    binding, schema and secrets. Shared by every call and the bulk import
+    (admin/importing.py).
 
     `duplicate_keys`: the raw arguments held a key twice (raw or after NFC, SPEC §3); the
     parsed object kept only one of them, so it is refused as the schema error it is, before
@@ -103,12 +115,14 @@ def parse_call(
 
     Raises:
         ProtocolRefusal: the tool is not visible (-32602) or the purpose differs (-32603).
-        ToolError: INVALID_SCHEMA / INVALID_DIGEST for the arguments.
+        ToolError: RATE_LIMITED; INVALID_SCHEMA / INVALID_DIGEST for the arguments.
         PolicyUnavailable / PolicyStale: the decider cannot answer.
     """
     discovery = discover(ctx, audit)
     if ctx.tool not in discovery.visible_tools:
         raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
+    # Before the arguments are looked at: malformed calls count against the limit too.
+    steps.admit_rate(ctx, discovery.limits_for(ctx.tool))
     if duplicate_keys:
         raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:duplicate_key")
     tool = ToolName(ctx.tool)
@@ -129,6 +143,16 @@ class CallRequest:
     # The JSON gate saw a duplicate key in the raw arguments (json_gate.py); never set from
     # anything the client sent in the parsed request.
     duplicate_argument_keys: bool = False
+    # Where the call came from, for the audit of its refusals (core/host_audit.py): the
+    # transport, and the client's IP over HTTP or "stdio".
+    transport: str = "in-process"
+    peer: str = "in-process"
+
+
+@dataclass(frozen=True)
+class _Bound:
+    invocation: InvocationContext
+    kept_until_ms: int
 
 
 class MemoryService:
@@ -138,38 +162,100 @@ class MemoryService:
         self.services = services
         # Reads, replays and refusals write only their audit entry: committed in groups.
         self._audits = AuditGroupWriter(services.database)
+        settings = services.settings
+        self._refusals = RefusalStream(
+            services,
+            self._audits,
+            FloodLimits(settings.refusal_burst, settings.refusal_interval_ms),
+        )
+        self._audit_ids = AuditIdGuard(self._used_audit_ids())
+        self._bindings = itertools.count(1)
 
-    def _bind(self, token: object) -> InvocationContext:
+    def _used_audit_ids(self) -> list[tuple[str, int]]:
+        """The audit ids bound by tokens not yet expired, from the store; expired ones go."""
+        now_ms = self.services.clock_ms()
         try:
-            return verify_invocation(
-                token, self.services.host_keys, self.services.clock_ms() / 1000
-            )
-        except TokenInvalid as exc:
-            raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, str(exc)) from exc
+            with self.services.database.transaction() as tx:
+                audit_store.prune_used_audit_ids(tx, now_ms)
+                return audit_store.used_audit_ids(tx, now_ms)
+        except StoreUnavailable:
+            # Such a store audits nothing, so it serves nothing a replay could repeat.
+            log.error("used audit ids could not be read")
+            return []
 
     def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
-        """Record a refusal made before any binding in the host-level audit stream; never
-        raises."""
-        # placeholder: issue9-refusals implements
+        """Audit a refusal made before any binding in the host-level stream (bounded per
+        peer, reason and tool: core/refusal_stream.py). Never raises."""
+        self._refusals.record_pre_binding(refusal)
+
+    @property
+    def refusal_stream(self) -> RefusalStream:
+        return self._refusals
+
+    def close(self) -> None:
+        """Write the refusal summaries still owed; call before the store closes."""
+        self._refusals.close()
+
+    def _bind(self, token: object, where: CallRequest, method: str) -> _Bound:
+        """Verify the invocation context and claim its audit id (single use, SPEC §1.7).
+
+        Raises:
+            ProtocolRefusal: -32603 for a missing, invalid, expired or replayed context;
+                the refusal is audited in the host stream first.
+        """
+        now_ms = self.services.clock_ms()
+        reason = None
+        try:
+            invocation = verify_invocation(token, self.services.host_keys, now_ms / 1000)
+        except TokenExpired:
+            reason = RefusalReason.TOKEN_EXPIRED
+        except TokenInvalid:
+            missing = token is None or token == ""
+            reason = RefusalReason.TOKEN_MISSING if missing else RefusalReason.TOKEN_INVALID
+        else:
+            kept_until = kept_until_ms(invocation.expires_at_s * 1000)
+            if self._audit_ids.claim(invocation.audit_id, kept_until, now_ms):
+                if next(self._bindings) % _PRUNE_EVERY_BINDINGS == 0:
+                    self._audits.write_records([], prune_before_ms=now_ms)
+                return _Bound(invocation, kept_until)
+            reason = RefusalReason.TOKEN_REPLAYED
+        self.refused_before_binding(
+            PreBindingRefusal(where.transport, where.peer, method, reason, token, where.tool)
+        )
+        raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, reason.value)
 
     def _discover(self, ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
         return discover(ctx, audit)
 
-    def list_tools(self, invocation_token: object) -> list[ToolSpec]:
-        """The tools this binding may see (deny-as-missing).
+    def list_tools(
+        self, invocation_token: object, *, transport: str = "in-process", peer: str = "in-process"
+    ) -> list[ToolSpec]:
+        """The tools this binding may see (deny-as-missing); audited like a call.
 
         Raises:
-            ProtocolRefusal: the context is missing/invalid, or policy cannot be consulted.
+            ProtocolRefusal: the context is missing/invalid/replayed, policy cannot be
+                consulted, or the listing's audit entry cannot be written.
         """
-        invocation = self._bind(invocation_token)
-        ctx = CallContext(self.services, invocation, "tools/list", self.services.clock_ms())
+        where = CallRequest("tools/list", None, invocation_token, transport=transport, peer=peer)
+        bound = self._bind(invocation_token, where, "tools/list")
+        ctx = CallContext(
+            self.services,
+            bound.invocation,
+            "tools/list",
+            self.services.clock_ms(),
+            audit_id_kept_until_ms=bound.kept_until_ms,
+        )
+        audit = CallAudit()
         try:
-            # Listing is not a call: nothing is audited.
-            visible = self._discover(ctx, CallAudit()).visible_tools
+            visible = self._discover(ctx, audit).visible_tools
         except (PolicyUnavailable, PolicyStale) as exc:
             # Never an empty list for an outage (SPEC §2), and not -32603 either ("stop, never
             # retry"): the retriable -32000, like POLICY_UNAVAILABLE for a call.
-            raise ProtocolRefusal(ProtocolCode.POLICY_UNAVAILABLE, "policy unavailable") from exc
+            refusal = ProtocolRefusal(ProtocolCode.POLICY_UNAVAILABLE, "policy unavailable")
+            self._audit(ctx, ToolOutcome.failed(refusal, audit), where)
+            raise refusal from exc
+        if self._audit(ctx, ToolOutcome.succeeded({}, audit), where) is None:
+            raise ProtocolRefusal(ProtocolCode.CONTEXT_UNAVAILABLE, "listing not audited")
         return [spec for name, spec in TOOL_SPECS.items() if name in visible]
 
     def call_tool(self, request: CallRequest) -> dict[str, JsonValue]:
@@ -179,21 +265,32 @@ class MemoryService:
             ProtocolRefusal: -32602 / -32603 per SPEC §1.7 (audited when a scope is known).
         """
         if request.tool not in TOOL_SPECS:
+            self.refused_before_binding(
+                PreBindingRefusal(
+                    request.transport,
+                    request.peer,
+                    "tools/call",
+                    RefusalReason.UNKNOWN_TOOL,
+                    request.invocation_token,
+                )
+            )
             raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "unknown tool name")
-        invocation = self._bind(request.invocation_token)
+        bound = self._bind(request.invocation_token, request, "tools/call")
+        invocation = bound.invocation
         ctx = CallContext(
             self.services,
             invocation,
             request.tool,
             self.services.clock_ms(),
             cancellation=request.cancellation,
+            audit_id_kept_until_ms=bound.kept_until_ms,
         )
         outcome = self._run(ctx, CallAudit(), request)
         if isinstance(outcome.error, ProtocolRefusal):
             # Audited when possible; the refusal stands either way.
-            self._audit(ctx, outcome)
+            self._audit(ctx, outcome, request)
             raise outcome.error
-        written = self._audit(ctx, outcome)
+        written = self._audit(ctx, outcome, request)
         if written is None:
             # No audit entry, no answer: an unaudited success must not reach the agent.
             # A damaged store file is not retriable (store/database.py fail-stop).
@@ -213,10 +310,15 @@ class MemoryService:
             return failure_envelope(ErrorCode.MUTATION_OUTCOME_UNKNOWN, invocation.audit_id)
         return success_envelope(outcome.value, invocation.audit_id)
 
-    def _audit(self, ctx: CallContext, outcome: ToolOutcome) -> AuditFacts | None:
-        """Write the outcome's entry unless the tool wrote it in its own write transaction;
-        return the facts of the call's entry, or None if it failed."""
+    def _audit(
+        self, ctx: CallContext, outcome: ToolOutcome, where: CallRequest
+    ) -> AuditFacts | None:
+        """Write the outcome's entry unless the tool wrote it in its own write transaction
+        or it is a refusal counted into a summary (core/refusal_stream.py); return the facts
+        of the call's entry, or None if it failed."""
         if outcome.written_in_tx:
+            return outcome.facts
+        if not self._refusals.audit_individually(ctx, outcome.facts, where.transport, where.peer):
             return outcome.facts
         written = self._audits.write(ctx, outcome.facts)
         if written is None:

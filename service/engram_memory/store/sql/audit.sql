@@ -8,25 +8,29 @@ WHERE sequence = (SELECT max(sequence) FROM audit_entries);
 INSERT INTO audit_entries
     (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
      target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
-     detail, previous_hash, entry_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+     detail, previous_hash, entry_hash, transport, peer, reason, token_digest, occurrences, first_at,
+     last_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: insert
 INSERT INTO audit_entries
     (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
      target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
-     detail, previous_hash, entry_hash)
+     detail, previous_hash, entry_hash, transport, peer, reason, token_digest, occurrences, first_at,
+     last_at)
 -- One or many entries (a group commit) in one statement: column-wise lists unnested row-wise.
 SELECT unnest(?::BIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
        unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
-       unnest(?::VARCHAR[]);
+       unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),
+       unnest(?::VARCHAR[]), unnest(?::UBIGINT[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]);
 
 -- name: scan
 SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
        target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
-       detail, previous_hash, entry_hash
+       detail, previous_hash, entry_hash, transport, peer, reason, token_digest, occurrences, first_at,
+       last_at
 FROM audit_entries ORDER BY sequence;
 
 -- name: insert_receipts
@@ -57,3 +61,14 @@ FROM audit_entries
 WHERE approver IS NOT NULL OR confirmation_jti IS NOT NULL OR confirmation_issued_at IS NOT NULL
    OR confirmation_resolved_at IS NOT NULL OR confirmation_op_digest IS NOT NULL
 ORDER BY sequence;
+
+-- name: claim_audit_ids
+-- The primary key refuses an id still kept: the entry's transaction fails (store/audit.py).
+INSERT INTO used_audit_ids (audit_id, expires_at_ms)
+SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]);
+
+-- name: used_audit_ids
+SELECT audit_id, expires_at_ms FROM used_audit_ids WHERE expires_at_ms > ?;
+
+-- name: prune_used_audit_ids
+DELETE FROM used_audit_ids WHERE expires_at_ms <= ?;
