@@ -189,6 +189,24 @@ def test_a_runtime_directory_others_can_enter_is_refused(
     assert runtime_directory() == tmp_path / "engram-memory"
 
 
+def test_a_runtime_directory_whose_parent_is_missing_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "absent"))
+    with pytest.raises(ConfigurationError):
+        runtime_directory()
+
+
+def test_a_runtime_directory_too_long_for_a_socket_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    with pytest.raises(ConfigurationError):
+        channel_path(tmp_path / "data")
+
+
 def test_a_server_that_hangs_up_before_reading_is_reported_as_a_refusal(tmp_path: Path) -> None:
     """An older server closed on a foreign peer unread: the client's broken pipe or reset
     is that refusal, never a raw exception."""

@@ -68,9 +68,16 @@ def runtime_directory() -> Path:
         if base
         else Path(tempfile.gettempdir()) / f"engram-memory-{uid}"
     )
-    with suppress(FileExistsError):
-        directory.mkdir(mode=0o700, parents=False)
-    info = directory.lstat()
+    try:
+        with suppress(FileExistsError):
+            directory.mkdir(mode=0o700, parents=False)
+        info = directory.lstat()
+    except OSError as exc:
+        raise ConfigurationError(
+            f"maintenance runtime directory {directory} cannot be made "
+            f"({exc.strerror or type(exc).__name__}): set XDG_RUNTIME_DIR to an existing "
+            "private directory of this user"
+        ) from exc
     problem = None
     if not stat.S_ISDIR(info.st_mode):
         problem = "is not a directory (a link or another file)"
@@ -87,10 +94,26 @@ def runtime_directory() -> Path:
     return directory
 
 
+# A Unix socket path holds at most 107 bytes on Linux (sun_path is 108, NUL included).
+_MAX_SOCKET_PATH_BYTES = 107
+
+
 def channel_path(data_dir: Path) -> Path:
-    """The socket for the server of `data_dir` (named by a digest of its real path)."""
+    """The socket for the server of `data_dir` (named by a digest of its real path).
+
+    Raises:
+        ConfigurationError: the runtime directory is unusable (`runtime_directory`), or so
+            long that no socket path fits in it.
+    """
     name = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:24]
-    return runtime_directory() / f"{name}.sock"
+    path = runtime_directory() / f"{name}.sock"
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH_BYTES:
+        raise ConfigurationError(
+            f"maintenance socket path would be {len(os.fsencode(path))} bytes, over the "
+            f"{_MAX_SOCKET_PATH_BYTES} a Unix socket allows: set XDG_RUNTIME_DIR to a shorter "
+            "private directory"
+        )
+    return path
 
 
 def peer_uid(connection: socket.socket) -> int:
