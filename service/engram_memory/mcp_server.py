@@ -2,7 +2,8 @@
 
 Everything that decides lives in `tools/`; this module turns `tools/list` and `tools/call` into
 `MemoryService` calls, envelopes into `CallToolResult`s, and refusals into JSON-RPC errors with
-constant messages and no data. It is the only module that imports the MCP SDK.
+constant messages and no data. With stdio_serving.py (the stdio session's streams) it is
+the only code that imports the MCP SDK's server side.
 
 Nothing reaches the SDK's parser unjudged: every stdio line (stdin_lines.py) and HTTP body
 (json_gate_http.py) passes the strict JSON gate (json_gate.py) first, and the gate's
@@ -16,12 +17,10 @@ as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Mapping
 from functools import partial
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -49,11 +48,12 @@ from engram_memory.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
 from engram_memory.json_gate_http import JsonGate
 from engram_memory.stdin_lines import RefusalAnswer, StdinLines
+from engram_memory.stdio_serving import CountingReads, CountingWrites, stop_on_signal
 from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
 if TYPE_CHECKING:  # the SDK's stream protocols, for annotations only
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared._stream_protocols import WriteStream
 
 log = logging.getLogger("engram_memory.mcp")
 
@@ -233,124 +233,13 @@ def _version() -> str:
 # -- stdio -------------------------------------------------------------------------------
 
 
-def _in_flight_key(request_id: object) -> tuple[str, object]:
-    return ("rpc", request_id)
-
-
-class _CountingReads:
-    """The session's read side: each request read counts in flight until it is answered."""
-
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], stop: GracefulStop) -> None:
-        self._inner, self._stop = inner, stop
-
-    @property
-    def last_context(self) -> object:
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> SessionMessage | Exception:
-        item = await self._inner.receive()
-        if isinstance(item, SessionMessage):
-            message = item.message
-            if isinstance(message, types.JSONRPCRequest):
-                self._stop.enter(_in_flight_key(message.id))
-            elif isinstance(message, types.JSONRPCNotification) and (
-                message.method == "notifications/cancelled"
-            ):
-                # A cancelled request is never answered (SPEC §1.8).
-                params = message.params if isinstance(message.params, dict) else {}
-                self._stop.leave(_in_flight_key(params.get("requestId")))
-        return item
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> _CountingReads:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _CountingReads:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-def _constant_errors_only(item: SessionMessage) -> SessionMessage:
-    """`item` with any JSON-RPC error made constant: no data, a constant message."""
-    message = item.message
-    if not isinstance(message, types.JSONRPCError):
-        return item
-    error = types.ErrorData(
-        code=message.error.code,
-        message=wire_error_message(message.error.code, message.error.message),
-    )
-    constant = types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
-    return SessionMessage(constant, metadata=item.metadata)
-
-
-class _CountingWrites:
-    """The session's write side: an answer handed to the writer ends its request's flight;
-    every error written is made constant on its way out (the SDK builds some outside any
-    middleware, with data)."""
-
-    def __init__(self, inner: WriteStream[SessionMessage], stop: GracefulStop) -> None:
-        self._inner, self._stop = inner, stop
-
-    async def send(self, item: SessionMessage, /) -> None:
-        item = _constant_errors_only(item)
-        await self._inner.send(item)
-        if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
-            self._stop.leave(_in_flight_key(item.message.id))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _CountingWrites:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-async def _stop_on_signal(stop: GracefulStop, lines: StdinLines) -> None:
-    """First SIGTERM/SIGINT: read no more, let the answers owed go out (bounded), end."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with anyio.create_task_group() as group:
-            async for _signal in signals:
-                first = not stop.stopping
-                stop.request()
-                if first:
-                    lines.stop_reading()
-                    group.start_soon(_end_when_drained, stop, lines)
-
-
-async def _end_when_drained(stop: GracefulStop, lines: StdinLines) -> None:
-    await anyio.to_thread.run_sync(stop.wait_drained)
-    lines.end()
-
-
 def _refusal_answerer(
     service: MemoryService, write_stream: WriteStream[SessionMessage]
 ) -> RefusalAnswer:
     """Answer a refused stdio line on the wire, then record it in the host-level stream."""
 
     async def answer(refusal: GateRefusal) -> None:
-        # Straight to the SDK's writer, not through _CountingWrites: the refusal's id (if
+        # Straight to the SDK's writer, not through CountingWrites: the refusal's id (if
         # any) must not end the flight of a request that shares it.
         await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
         await _audit_refusal(service, refusal, "stdio", "stdio")
@@ -383,10 +272,10 @@ async def serve_stdio(
         anyio.create_task_group() as group,
     ):
         lines.answer_refusals(_refusal_answerer(service, write_stream))
-        group.start_soon(_stop_on_signal, stop, lines)
+        group.start_soon(stop_on_signal, stop, lines)
         await server.run(
-            _CountingReads(read_stream, stop),
-            _CountingWrites(write_stream, stop),
+            CountingReads(read_stream, stop),
+            CountingWrites(write_stream, stop),
             server.create_initialization_options(),
         )
         group.cancel_scope.cancel()
