@@ -29,6 +29,32 @@ SEARCH_ARGS: dict[str, Any] = {"query": "anything", "purpose_ref": ALICE.purpose
 HOST_COLUMNS = "reason, tool, transport, peer, token_digest, occurrences, audit_id"
 
 
+def host_entries(data_dir: Path) -> list[dict[str, Any]]:
+    """The host-stream entries of the store in `data_dir`, in order, as an auditor reads them
+    once no server holds the store."""
+    database = Database.open(data_dir)
+    try:
+        with database.reading() as tx:
+            rows = tx.fetchall(
+                f"SELECT {HOST_COLUMNS} FROM audit_entries"  # noqa: S608 - constant columns
+                " WHERE scope_ref = 'host' ORDER BY sequence"
+            )
+    finally:
+        database.close()
+    names = [name.strip() for name in HOST_COLUMNS.split(",")]
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def refused_count(entries: list[dict[str, Any]], **match: object) -> int:
+    """How many refusals the `entries` matching every `column=value` in `match` stand for:
+    individual entries plus the counts of summaries (`occurrences`)."""
+    return sum(
+        int(entry["occurrences"])
+        for entry in entries
+        if all(entry[column] == value for column, value in match.items())
+    )
+
+
 @dataclass(frozen=True)
 class Store:
     """A data directory with its keys; servers are started on it one at a time."""
@@ -68,17 +94,7 @@ class Store:
 
     def host_entries(self) -> list[dict[str, Any]]:
         """The host-stream entries, in order (read once no server holds the store)."""
-        database = Database.open(self.data_dir)
-        try:
-            with database.reading() as tx:
-                rows = tx.fetchall(
-                    f"SELECT {HOST_COLUMNS} FROM audit_entries"  # noqa: S608 - constant columns
-                    " WHERE scope_ref = 'host' ORDER BY sequence"
-                )
-        finally:
-            database.close()
-        names = [name.strip() for name in HOST_COLUMNS.split(",")]
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return host_entries(self.data_dir)
 
     def count(self, where: str, params: list[object]) -> int:
         database = Database.open(self.data_dir)
