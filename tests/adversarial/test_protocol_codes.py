@@ -3,13 +3,16 @@
 `tools/list` in a policy outage is the retriable -32000 (never an empty list, never the
 "stop" -32603), while a call in the same outage gets the POLICY_UNAVAILABLE envelope; no
 JSON-RPC error carries data or any text of the request (the SDK's -32601 would echo the
-method name, its params validation the offending values).
+method name, its params validation the offending values). Those refusals are audited in the
+host-level stream (method_not_found, invalid_request) with transport and peer, and no text of
+the request.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,6 +21,7 @@ import pytest
 from engram_memory.contract.errors import ProtocolCode
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
+from tests.adversarial.refusal_support import host_entries
 from tests.adversarial.wire import (
     ALICE,
     RawHttp,
@@ -168,3 +172,35 @@ async def test_the_reference_host_is_served_after_the_refusals(
     async with connect(served, secrets.signer, ALICE) as host:
         listed = {tool.name for tool in await host.list_tools()}
     assert "engram_memory_search" in listed
+
+
+# Every refusal of an audited run is recorded one by one (no summary), in the order sent.
+_NO_SUMMARY = {"ENGRAM_REFUSAL_BURST": "1000", "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "600"}
+_UNKNOWN_METHOD = request(4, f"tools/{MARKER}")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_refusals_the_sdk_makes_are_audited_in_the_host_stream_without_request_text(
+    tmp_path: Path, transport: str
+) -> None:
+    secrets = make_secrets(tmp_path, **_NO_SUMMARY)
+    exchanges = _exchange_for(transport, secrets.env)
+    exchange = next(exchanges)
+    for raw in (_UNKNOWN_METHOD, *_BAD_PARAMS.values()):
+        assert "error" in exchange(raw)
+    assert exchange(search_call(7, secrets.token()))["result"]["structuredContent"]["ok"]
+    for _ in exchanges:  # ends the generator: the server stops, the store can be read
+        pass
+    entries = host_entries(tmp_path / "data")
+    assert [(e["reason"], e["tool"]) for e in entries] == [
+        ("method_not_found", "other"),  # the method's name is the client's: not recorded
+        ("invalid_request", "tools/call"),
+        ("invalid_request", "tools/call"),
+        ("invalid_request", "tools/list"),
+        ("invalid_request", "initialize"),
+    ]
+    peer = "stdio" if transport == "stdio" else "127.0.0.1"
+    assert {(e["transport"], e["peer"], e["occurrences"]) for e in entries} == {
+        (transport, peer, 1)
+    }
+    assert MARKER not in repr(entries)
