@@ -55,6 +55,24 @@ def refused_count(entries: list[dict[str, Any]], **match: object) -> int:
     )
 
 
+def bound_refusals(data_dir: Path, outcome: str, tool: str) -> tuple[int, int]:
+    """(entries, refusals) of tenant-scoped entries with `outcome` for `tool` in the stopped
+    server's store: how many rows, and how many refusals they stand for (summaries count
+    several in `occurrences`)."""
+    database = Database.open(data_dir)
+    try:
+        with database.reading() as tx:
+            row = tx.fetchone(
+                "SELECT count(*), coalesce(sum(occurrences), 0) FROM audit_entries"
+                " WHERE scope_ref <> 'host' AND outcome = ? AND tool = ?",
+                [outcome, tool],
+            )
+    finally:
+        database.close()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 @dataclass(frozen=True)
 class Store:
     """A data directory with its keys; servers are started on it one at a time."""
