@@ -5,12 +5,14 @@
 JSON-RPC error carries data or any text of the request (the SDK's -32601 would echo the
 method name, its params validation the offending values). Those refusals are audited in the
 host-level stream (method_not_found, invalid_request) with transport and peer, and no text of
-the request.
+the request; in the outage, the listing is a bound `rpc:-32000` entry and a forged token a
+host-stream `token_invalid` entry.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ import pytest
 from engram_memory.contract.errors import ProtocolCode
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
-from tests.adversarial.refusal_support import host_entries
+from tests.adversarial.refusal_support import bound_refusals, host_entries, refused_count
 from tests.adversarial.wire import (
     ALICE,
     RawHttp,
@@ -44,11 +46,23 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
     return make_secrets(tmp_path_factory.mktemp("protocol-codes"))
 
 
+# What the outage tests sent, by (outcome or host reason, tool): the trail must hold exactly it.
+_OUTAGE_SENT: Counter[tuple[str, str]] = Counter()
+
+
 @pytest.fixture(scope="module")
-def outage(tmp_path_factory: pytest.TempPathFactory) -> Secrets:
-    """A server whose OPA server is down (nothing listens at its URL)."""
+def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secrets]:
+    """A server whose OPA server is down (nothing listens at its URL); once its last server
+    stopped, the trail holds each outage refusal the tests sent, exactly."""
     policy = f"http://127.0.0.1:{free_port()}"
-    return make_secrets(tmp_path_factory.mktemp("outage"), ENGRAM_POLICY=policy)
+    secrets = make_secrets(tmp_path_factory.mktemp("outage"), ENGRAM_POLICY=policy)
+    yield secrets
+    data_dir = Path(secrets.env["ENGRAM_DATA_DIR"])
+    for (outcome, tool), sent in _OUTAGE_SENT.items():
+        if outcome == "token_invalid":
+            assert refused_count(host_entries(data_dir), reason=outcome, tool=tool) == sent
+        else:
+            assert bound_refusals(data_dir, outcome, tool)[1] == sent, (outcome, tool)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +114,7 @@ def test_tools_list_in_a_policy_outage_is_the_retriable_server_error(
     outage_exchange: Exchange, outage: Secrets
 ) -> None:
     answer = outage_exchange(_list_tools(1, outage.token()))
+    _OUTAGE_SENT["rpc:-32000", "tools/list"] += 1  # a bound entry: the binding was valid
     _assert_error_without_data(answer, ProtocolCode.POLICY_UNAVAILABLE.rpc_code, 1)
     assert answer["error"]["code"] == -32000
 
@@ -108,6 +123,7 @@ def test_a_tool_call_in_the_same_outage_is_the_policy_unavailable_envelope(
     outage_exchange: Exchange, outage: Secrets
 ) -> None:
     envelope = outage_exchange(search_call(2, outage.token()))["result"]["structuredContent"]
+    _OUTAGE_SENT["POLICY_UNAVAILABLE", "engram_memory_search"] += 1
     assert envelope["ok"] is False
     assert envelope["error"]["code"] == "POLICY_UNAVAILABLE"
     assert envelope["error"]["retriable"] is True
@@ -117,6 +133,7 @@ def test_tools_list_with_a_forged_token_in_an_outage_is_still_refused_at_the_bin
     outage_exchange: Exchange, outage: Secrets
 ) -> None:
     answer = outage_exchange(_list_tools(3, outage.token()[:-4] + "AAAA"))
+    _OUTAGE_SENT["token_invalid", "tools/list"] += 1  # in the host stream: no binding
     _assert_error_without_data(answer, -32603, 3)
 
 
