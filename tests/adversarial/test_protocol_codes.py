@@ -23,7 +23,12 @@ import pytest
 from engram_memory.contract.errors import ProtocolCode
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
-from tests.adversarial.refusal_support import bound_refusals, host_entries, refused_count
+from tests.adversarial.refusal_support import (
+    after_readiness_probes,
+    bound_refusals,
+    host_entries,
+    refused_count,
+)
 from tests.adversarial.wire import (
     ALICE,
     RawHttp,
@@ -209,6 +214,8 @@ def test_refusals_the_sdk_makes_are_audited_in_the_host_stream_without_request_t
     for _ in exchanges:  # ends the generator: the server stops, the store can be read
         pass
     entries = host_entries(tmp_path / "data")
+    if transport == "http":
+        entries = after_readiness_probes(entries)
     assert [(e["reason"], e["tool"]) for e in entries] == [
         ("method_not_found", "other"),  # the method's name is the client's: not recorded
         ("invalid_request", "tools/call"),
@@ -219,5 +226,45 @@ def test_refusals_the_sdk_makes_are_audited_in_the_host_stream_without_request_t
     peer = "stdio" if transport == "stdio" else "127.0.0.1"
     assert {(e["transport"], e["peer"], e["occurrences"]) for e in entries} == {
         (transport, peer, 1)
+    }
+    assert MARKER not in repr(entries)
+
+
+def test_requests_the_sdks_http_transport_refuses_are_audited_in_the_host_stream(
+    tmp_path: Path,
+) -> None:
+    secrets = make_secrets(tmp_path, **_NO_SUMMARY)
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    refused = {
+        # (headers, body): each answered 4xx by the SDK before any handler runs
+        "no_session": (headers, request(1, "tools/list", {})),
+        "unknown_session": ({**headers, "mcp-session-id": MARKER}, request(2, "ping")),
+        "unacceptable_accept": ({**headers, "accept": "text/html"}, request(3, "ping")),
+        "foreign_host": ({**headers, "host": "rebound.example"}, request(4, "ping")),
+        "unknown_protocol_version": (
+            {**headers, "mcp-protocol-version": MARKER},
+            request(5, MARKER, {"_meta": {"io.modelcontextprotocol/protocolVersion": MARKER}}),
+        ),
+    }
+    with serving_http(secrets.env) as url:
+        statuses = [
+            httpx.post(url, content=body, headers=h).status_code for h, body in refused.values()
+        ]
+        client = RawHttp(url)
+        assert client.post(search_call(6, secrets.token())).message["result"]["structuredContent"][
+            "ok"
+        ]
+        client.close()
+    assert all(400 <= status < 500 for status in statuses), statuses
+    entries = after_readiness_probes(host_entries(tmp_path / "data"))
+    assert [(e["reason"], e["tool"]) for e in entries] == [
+        ("invalid_request", "tools/list"),
+        ("invalid_request", "ping"),
+        ("invalid_request", "ping"),
+        ("invalid_request", "ping"),
+        ("invalid_request", "other"),
+    ]
+    assert {(e["transport"], e["peer"], e["occurrences"]) for e in entries} == {
+        ("http", "127.0.0.1", 1)
     }
     assert MARKER not in repr(entries)
