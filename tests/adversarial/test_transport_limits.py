@@ -427,6 +427,8 @@ def test_an_exposed_plain_http_bind_warns_and_checks_host_headers_against_the_op
         origin = {**HEADERS, "Origin": "http://127.0.0.1"}
         assert httpx.post(url, json=_initialize(), headers=origin).status_code == 403
         _legitimate_host_is_served(url, signer)
+    # Both refused by the SDK's transport before any handler: audited by the gate.
+    assert _refusals(tmp_path, url, "invalid_request", "127.0.0.1") == 2
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
