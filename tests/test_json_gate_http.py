@@ -9,7 +9,7 @@ import httpx
 
 from engram_memory.core.host_audit import RefusalReason
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal
-from engram_memory.json_gate_http import JsonGate
+from engram_memory.json_gate_http import HANDLER_REACHED, JsonGate
 
 CALL = (
     b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
@@ -147,4 +147,22 @@ async def test_a_request_the_app_answers_4xx_is_handed_to_the_audit_after_its_an
 async def test_a_request_the_app_serves_is_not_audited_by_the_gate() -> None:
     app, refusals = _Recorder(status=202), []
     await _post(_gate(app, refusals), b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert refusals == []
+
+
+async def test_a_4xx_answer_to_a_request_a_handler_saw_is_left_to_the_handlers_audit() -> None:
+    async def handled(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        scope[HANDLER_REACHED] = True  # what the server's middleware marks (mcp_server.py)
+        await send({"type": "http.response.start", "status": 400, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    refusals: list[tuple[GateRefusal, str]] = []
+
+    async def on_refusal(refusal: GateRefusal, peer: str) -> None:
+        refusals.append((refusal, peer))
+
+    gate = JsonGate(handled, max_body=1 << 20, accepts=lambda _m: True, on_refusal=on_refusal)
+    response = await _post(gate, b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
+    assert response.status_code == 400
     assert refusals == []
