@@ -7,8 +7,9 @@ from typing import Any
 
 import httpx
 
+from engram_memory.core.host_audit import RefusalReason
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal
-from engram_memory.json_gate_http import JsonGate
+from engram_memory.json_gate_http import HANDLER_REACHED, JsonGate
 
 CALL = (
     b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
@@ -19,10 +20,12 @@ CALL = (
 class _Recorder:
     """The app behind the gate: records the body and flag it saw, answers `reply`."""
 
-    def __init__(self, reply: bytes = b"{}", content_type: bytes = b"application/json") -> None:
+    def __init__(
+        self, reply: bytes = b"{}", content_type: bytes = b"application/json", status: int = 200
+    ) -> None:
         self.bodies: list[bytes] = []
         self.flags: list[bool] = []
-        self.reply, self.content_type = reply, content_type
+        self.reply, self.content_type, self.status = reply, content_type, status
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         body = b""
@@ -37,7 +40,7 @@ class _Recorder:
             (b"content-type", self.content_type),
             (b"content-length", b"%d" % len(self.reply)),
         ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
         await send({"type": "http.response.body", "body": self.reply})
 
 
@@ -127,3 +130,39 @@ async def test_the_services_own_constant_errors_pass_unchanged() -> None:
     app = _Recorder(json.dumps(ours).encode())
     response = await _post(_gate(app, []), b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}')
     assert response.json() == ours
+
+
+async def test_a_request_the_app_answers_4xx_is_handed_to_the_audit_after_its_answer() -> None:
+    # As the SDK's transport answers a request without a session: 400, before any handler.
+    missing = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session ID required"}}'
+    app, refusals = _Recorder(reply=missing, status=400), []
+    gate = _gate(app, refusals)
+    response = await _post(gate, b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
+    assert response.status_code == 400
+    assert [(r.reason, r.method, peer) for r, peer in refusals] == [
+        (RefusalReason.INVALID_REQUEST, "tools/list", "127.0.0.1")
+    ]
+
+
+async def test_a_request_the_app_serves_is_not_audited_by_the_gate() -> None:
+    app, refusals = _Recorder(status=202), []
+    await _post(_gate(app, refusals), b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert refusals == []
+
+
+async def test_a_4xx_answer_to_a_request_a_handler_saw_is_left_to_the_handlers_audit() -> None:
+    async def handled(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        scope[HANDLER_REACHED] = True  # what the server's middleware marks (mcp_server.py)
+        await send({"type": "http.response.start", "status": 400, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    refusals: list[tuple[GateRefusal, str]] = []
+
+    async def on_refusal(refusal: GateRefusal, peer: str) -> None:
+        refusals.append((refusal, peer))
+
+    gate = JsonGate(handled, max_body=1 << 20, accepts=lambda _m: True, on_refusal=on_refusal)
+    response = await _post(gate, b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
+    assert response.status_code == 400
+    assert refusals == []

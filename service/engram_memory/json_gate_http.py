@@ -6,6 +6,10 @@ errors) or handed on to the SDK as the very same bytes, with the gate's duplicat
 flag set in the request's context (the SDK snapshots it with the message). A body larger
 than `max_body` is handed on unread, for the SDK's own size limit to refuse.
 
+A request the SDK's transport refuses itself (a 4xx answer: no or an unknown session, a
+protocol version or headers it does not accept, a Host or Origin not allowed) is handed to
+the host-level audit stream once answered, like the gate's own refusals.
+
 On the way out, every JSON-RPC error in a response (a JSON body or an SSE event) is made
 constant: no data, a message from the fixed set (contract/errors.py); the SDK builds some
 of its errors outside any middleware, with the request's text in them.
@@ -18,7 +22,14 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from engram_memory.contract.errors import wire_error_message
-from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.core.host_audit import RefusalReason
+from engram_memory.json_gate import (
+    DUPLICATE_ARGUMENT_KEYS,
+    INVALID_REQUEST,
+    GateRefusal,
+    inspect_message,
+    protocol_method,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,6 +37,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OnRefusal = Callable[[GateRefusal, str], Awaitable[None]]
+# Set in a request's ASGI scope once a protocol handler saw it (mcp_server.py middleware).
+HANDLER_REACHED = "engram.handler_reached"
 
 
 class JsonGate:
@@ -49,6 +62,7 @@ class JsonGate:
         send = _ConstantErrorSend(send)
         if scope["method"] != "POST":
             await self._app(scope, receive, send)
+            await self._audit_transport_refusal(scope, send.status, "other")
             return
         chunks, complete = await _read_body(receive, self._max_body)
         replay = _Replay(chunks, receive)
@@ -58,14 +72,46 @@ class JsonGate:
         verdict = inspect_message(b"".join(chunks), accepts=self._accepts)
         if isinstance(verdict, GateRefusal):
             await _send_json(send, 400, verdict.answer_bytes())
-            client = scope.get("client")
-            await self._on_refusal(verdict, str(client[0]) if client else "unknown")
+            await self._on_refusal(verdict, _peer(scope))
             return
         flag = DUPLICATE_ARGUMENT_KEYS.set(verdict.duplicate_argument_keys)
         try:
             await self._app(scope, replay, send)
         finally:
             DUPLICATE_ARGUMENT_KEYS.reset(flag)
+        message = verdict.message
+        method = protocol_method(message.get("method") if isinstance(message, dict) else None)
+        await self._audit_transport_refusal(scope, send.status, method)
+
+    async def _audit_transport_refusal(self, scope: Scope, status: int, method: str) -> None:
+        """Record a request the SDK's transport refused (answered by now) in the host stream.
+
+        The SDK refuses some requests before any handler runs, where the server's own
+        middleware never sees them: no or an unknown session (400/404), an unacceptable
+        Accept or Content-Type (406/400), a protocol version it does not serve (400), a Host
+        or Origin not allowed (421/403). Each is a refusal before binding (issue 9: "requests
+        the SDK rejects" leave a trace); its 4xx status is how it shows here. A request that
+        reached a handler was audited there (`mark_handler_reached`), whatever its status.
+        """
+        if not 400 <= status < 500 or scope.get(HANDLER_REACHED):
+            return
+        reason = RefusalReason.REQUEST_TOO_LARGE if status == 413 else RefusalReason.INVALID_REQUEST
+        refusal = GateRefusal(INVALID_REQUEST, None, reason, method)
+        await self._on_refusal(refusal, _peer(scope))
+
+
+def mark_handler_reached(request: object) -> None:
+    """Mark the HTTP request behind a handler's context as seen by a handler (which audits
+    its own refusals), so the gate does not record its 4xx answer a second time. `request`
+    is the Starlette request over HTTP (its scope is the one the gate passed on), else None."""
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, MutableMapping):
+        scope[HANDLER_REACHED] = True
+
+
+def _peer(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[list[bytes], bool]:
@@ -148,12 +194,14 @@ class _ConstantErrorSend:
 
     def __init__(self, send: Send) -> None:
         self._send = send
+        self.status = 0  # the response's status once it started (0: none sent yet)
         self._kind = ""
         self._start: Message | None = None
         self._body: list[bytes] = []
 
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
+            self.status = int(message.get("status", 0))
             headers = dict(message.get("headers", []))
             content_type = bytes(headers.get(b"content-type", b"")).lower()
             if content_type.startswith(b"application/json"):

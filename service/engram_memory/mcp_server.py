@@ -46,7 +46,7 @@ from engram_memory.http_limits import TransportGuard
 from engram_memory.http_serving import AdmitWhileServing, serve_asgi
 from engram_memory.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
-from engram_memory.json_gate_http import JsonGate
+from engram_memory.json_gate_http import JsonGate, mark_handler_reached
 from engram_memory.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.stdio_serving import CountingReads, CountingWrites, stop_on_signal
 from engram_memory.stopping import GracefulStop
@@ -104,6 +104,7 @@ class _ConstantErrors:
         self._service = service
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        mark_handler_reached(ctx.request)  # audited here and below, not again by the gate
         try:
             return await call_next(ctx)
         except _ServiceRefusal:

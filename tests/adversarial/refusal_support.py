@@ -29,6 +29,64 @@ SEARCH_ARGS: dict[str, Any] = {"query": "anything", "purpose_ref": ALICE.purpose
 HOST_COLUMNS = "reason, tool, transport, peer, token_digest, occurrences, audit_id"
 
 
+def host_entries(data_dir: Path) -> list[dict[str, Any]]:
+    """The host-stream entries of the store in `data_dir`, in order, as an auditor reads them
+    once no server holds the store."""
+    database = Database.open(data_dir)
+    try:
+        with database.reading() as tx:
+            rows = tx.fetchall(
+                f"SELECT {HOST_COLUMNS} FROM audit_entries"  # noqa: S608 - constant columns
+                " WHERE scope_ref = 'host' ORDER BY sequence"
+            )
+    finally:
+        database.close()
+    names = [name.strip() for name in HOST_COLUMNS.split(",")]
+    return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def after_readiness_probes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries after the leading ones an HTTP server start leaves: `wait_until_listening`
+    GETs until answered, and each GET the server got (one, or more when an attempt timed out
+    while the server was still starting) is a request the SDK refuses (406), audited."""
+    probe = ("invalid_request", "other", "http")
+    probes = 0
+    while probes < len(entries) and (
+        (entries[probes]["reason"], entries[probes]["tool"], entries[probes]["transport"]) == probe
+    ):
+        probes += 1
+    assert probes >= 1, entries[:1]
+    return entries[probes:]
+
+
+def refused_count(entries: list[dict[str, Any]], **match: object) -> int:
+    """How many refusals the `entries` matching every `column=value` in `match` stand for:
+    individual entries plus the counts of summaries (`occurrences`)."""
+    return sum(
+        int(entry["occurrences"])
+        for entry in entries
+        if all(entry[column] == value for column, value in match.items())
+    )
+
+
+def bound_refusals(data_dir: Path, outcome: str, tool: str) -> tuple[int, int]:
+    """(entries, refusals) of tenant-scoped entries with `outcome` for `tool` in the stopped
+    server's store: how many rows, and how many refusals they stand for (summaries count
+    several in `occurrences`)."""
+    database = Database.open(data_dir)
+    try:
+        with database.reading() as tx:
+            row = tx.fetchone(
+                "SELECT count(*), coalesce(sum(occurrences), 0) FROM audit_entries"
+                " WHERE scope_ref <> 'host' AND outcome = ? AND tool = ?",
+                [outcome, tool],
+            )
+    finally:
+        database.close()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 @dataclass(frozen=True)
 class Store:
     """A data directory with its keys; servers are started on it one at a time."""
@@ -68,17 +126,7 @@ class Store:
 
     def host_entries(self) -> list[dict[str, Any]]:
         """The host-stream entries, in order (read once no server holds the store)."""
-        database = Database.open(self.data_dir)
-        try:
-            with database.reading() as tx:
-                rows = tx.fetchall(
-                    f"SELECT {HOST_COLUMNS} FROM audit_entries"  # noqa: S608 - constant columns
-                    " WHERE scope_ref = 'host' ORDER BY sequence"
-                )
-        finally:
-            database.close()
-        names = [name.strip() for name in HOST_COLUMNS.split(",")]
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return host_entries(self.data_dir)
 
     def count(self, where: str, params: list[object]) -> int:
         database = Database.open(self.data_dir)

@@ -3,6 +3,8 @@
 Over stdio against `python -m engram_memory.cli serve`: each disguised secret is refused
 INVALID_SCHEMA (nothing written, SPEC §11), and the same client's legitimate
 multilingual capture (joiners, emoji ZWJ sequences, full-width digits) is still accepted.
+The refusals are in the audit trail as bound INVALID_SCHEMA entries, the first `BURST` one
+by one and the rest in one counted summary, adding up to exactly the number of attacks.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import BINDING, demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import CallOutcome, connect
+from tests.adversarial.refusal_support import bound_refusals
 from tests.contract.secret_evasions import EVASIONS, LEGITIMATE
 from tests.servers import server_env
 
 pytestmark = pytest.mark.e2e
+BURST = 3
 
 # A few evasions of each kind; the full corpus runs in-process (tests/contract).
 ATTACKS = (
@@ -57,7 +61,7 @@ async def test_disguised_secrets_are_refused_over_stdio_and_legitimate_text_stil
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "engram_memory.cli", "serve", "--transport", "stdio"],
-        env=server_env(data_dir, root_key, public_keys),
+        env=server_env(data_dir, root_key, public_keys, ENGRAM_REFUSAL_BURST=str(BURST)),
     )
     evasions = dict(EVASIONS)
     legitimate = dict(LEGITIMATE)
@@ -72,3 +76,6 @@ async def test_disguised_secrets_are_refused_over_stdio_and_legitimate_text_stil
             assert outcome.envelope["ok"] is True, (name, outcome.envelope)
             value: dict[str, Any] = outcome.envelope["output"]["value"]
             assert value["status"] == "committed_pending"
+    # The server exited with its client; its summary was written at the latest at shutdown.
+    entries, refusals = bound_refusals(data_dir, "INVALID_SCHEMA", "engram_memory_capture")
+    assert (entries, refusals) == (BURST + 1, len(ATTACKS))

@@ -4,6 +4,11 @@ Each malformed message is answered (never left waiting) with the JSON-RPC code J
 prescribes, a constant message and no data, and the server keeps serving a legitimate
 call right after it. Duplicate keys inside a tool call's arguments go through the normal
 call path: INVALID_SCHEMA with a valid token, -32603 with an invalid one.
+
+The audit trace, read as an auditor would once the server stopped: every refused message is a
+host-stream entry (`scope_ref = 'host'`) with its reason (parse_error, invalid_request,
+duplicate_keys, request_too_large), transport and peer; a flood of them is bounded to `burst`
+entries and one summary whose counts add up exactly.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ import pytest
 
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
+from tests.adversarial.refusal_support import (
+    after_readiness_probes,
+    host_entries,
+    refused_count,
+)
 from tests.adversarial.wire import (
     ALICE,
     RawHttp,
@@ -45,59 +55,130 @@ def _nested(depth: int) -> bytes:
 
 
 _PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"'
-# (name, raw message, expected code, expected id)
-_MALFORMED: list[tuple[str, bytes, int, object]] = [
-    ("not_utf8", _PING + b',"params":{"x":"\xff"}}', PARSE_ERROR, None),
-    ("utf8_encoded_surrogate", _PING + b',"params":{"x":"\xed\xa0\x80"}}', PARSE_ERROR, None),
-    ("escaped_lone_surrogate", _PING + b',"params":{"x":"\\ud800"}}', PARSE_ERROR, None),
-    ("lone_surrogate_in_a_key", _PING + b',"params":{"\\udc00":1}}', PARSE_ERROR, None),
-    ("truncated_json", _PING + b',"params":{', PARSE_ERROR, None),
-    ("nan_literal", _PING + b',"params":{"x":NaN}}', PARSE_ERROR, None),
-    ("nested_one_past_the_limit", _nested(65), PARSE_ERROR, None),
-    ("nested_200_deep", _nested(200), PARSE_ERROR, None),
-    ("nested_100000_deep", b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR, None),
-    ("batch_array", b"[" + _PING + b"}," + _PING + b"}]", INVALID_REQUEST, None),
-    ("empty_batch", b"[]", INVALID_REQUEST, None),
-    ("bare_number", b"42", INVALID_REQUEST, None),
-    ("bare_null", b"null", INVALID_REQUEST, None),
-    ("object_id", b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', INVALID_REQUEST, None),
-    ("boolean_id", b'{"jsonrpc":"2.0","id":true,"method":"ping"}', INVALID_REQUEST, None),
-    ("fractional_id", b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', INVALID_REQUEST, None),
-    ("null_id", b'{"jsonrpc":"2.0","id":null,"method":"ping"}', INVALID_REQUEST, None),
-    ("duplicate_id", b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}', INVALID_REQUEST, None),
-    ("duplicate_method", _PING + b',"method":"tools/list"}', INVALID_REQUEST, None),
-    ("wrong_jsonrpc_version", b'{"jsonrpc":"1.0","id":4,"method":"ping"}', INVALID_REQUEST, 4),
-    ("method_not_a_string", b'{"jsonrpc":"2.0","id":4,"method":7}', INVALID_REQUEST, 4),
+# (name, raw message, expected code, expected id, the reason the host audit stream records)
+_MALFORMED: list[tuple[str, bytes, int, object, str]] = [
+    ("not_utf8", _PING + b',"params":{"x":"\xff"}}', PARSE_ERROR, None, "parse_error"),
+    (
+        "utf8_encoded_surrogate",
+        _PING + b',"params":{"x":"\xed\xa0\x80"}}',
+        PARSE_ERROR,
+        None,
+        "parse_error",
+    ),
+    (
+        "escaped_lone_surrogate",
+        _PING + b',"params":{"x":"\\ud800"}}',
+        PARSE_ERROR,
+        None,
+        "parse_error",
+    ),
+    (
+        "lone_surrogate_in_a_key",
+        _PING + b',"params":{"\\udc00":1}}',
+        PARSE_ERROR,
+        None,
+        "parse_error",
+    ),
+    ("truncated_json", _PING + b',"params":{', PARSE_ERROR, None, "parse_error"),
+    ("nan_literal", _PING + b',"params":{"x":NaN}}', PARSE_ERROR, None, "parse_error"),
+    ("nested_one_past_the_limit", _nested(65), PARSE_ERROR, None, "parse_error"),
+    ("nested_200_deep", _nested(200), PARSE_ERROR, None, "parse_error"),
+    ("nested_100000_deep", b"[" * 100_000 + b"]" * 100_000, PARSE_ERROR, None, "parse_error"),
+    ("batch_array", b"[" + _PING + b"}," + _PING + b"}]", INVALID_REQUEST, None, "invalid_request"),
+    ("empty_batch", b"[]", INVALID_REQUEST, None, "invalid_request"),
+    ("bare_number", b"42", INVALID_REQUEST, None, "invalid_request"),
+    ("bare_null", b"null", INVALID_REQUEST, None, "invalid_request"),
+    (
+        "object_id",
+        b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+        INVALID_REQUEST,
+        None,
+        "invalid_request",
+    ),
+    (
+        "boolean_id",
+        b'{"jsonrpc":"2.0","id":true,"method":"ping"}',
+        INVALID_REQUEST,
+        None,
+        "invalid_request",
+    ),
+    (
+        "fractional_id",
+        b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+        INVALID_REQUEST,
+        None,
+        "invalid_request",
+    ),
+    (
+        "null_id",
+        b'{"jsonrpc":"2.0","id":null,"method":"ping"}',
+        INVALID_REQUEST,
+        None,
+        "invalid_request",
+    ),
+    (
+        "duplicate_id",
+        b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+        INVALID_REQUEST,
+        None,
+        "duplicate_keys",
+    ),
+    (
+        "duplicate_method",
+        _PING + b',"method":"tools/list"}',
+        INVALID_REQUEST,
+        None,
+        "duplicate_keys",
+    ),
+    (
+        "wrong_jsonrpc_version",
+        b'{"jsonrpc":"1.0","id":4,"method":"ping"}',
+        INVALID_REQUEST,
+        4,
+        "invalid_request",
+    ),
+    (
+        "method_not_a_string",
+        b'{"jsonrpc":"2.0","id":4,"method":7}',
+        INVALID_REQUEST,
+        4,
+        "invalid_request",
+    ),
     (
         "params_an_array",
         b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}',
         INVALID_REQUEST,
         4,
+        "invalid_request",
     ),
-    ("response_without_result", b'{"jsonrpc":"2.0","id":4}', INVALID_REQUEST, 4),
+    ("response_without_result", b'{"jsonrpc":"2.0","id":4}', INVALID_REQUEST, 4, "invalid_request"),
     (
         "duplicate_key_in_params",
         b'{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"a","cursor":"b"}}',
         INVALID_REQUEST,
         4,
+        "duplicate_keys",
     ),
     (
         "duplicate_key_in_meta",
         b'{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"k":1,"k":2}}}',
         INVALID_REQUEST,
         4,
+        "duplicate_keys",
     ),
     (
         "duplicate_key_after_nfc_in_params",
         b'{"jsonrpc":"2.0","id":4,"method":"ping","params":{"\\u00e9":1,"e\\u0301":2}}',
         INVALID_REQUEST,
         4,
+        "duplicate_keys",
     ),
     (
         "duplicate_key_in_a_notification",
         b'{"jsonrpc":"2.0","method":"notifications/initialized","params":{"a":1,"a":2}}',
         INVALID_REQUEST,
         None,
+        "duplicate_keys",
     ),
 ]
 
@@ -154,7 +235,7 @@ def _assert_still_served(exchange: Exchange, secrets: Secrets) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "code", "request_id"),
-    [case[1:] for case in _MALFORMED],
+    [case[1:4] for case in _MALFORMED],
     ids=[case[0] for case in _MALFORMED],
 )
 def test_a_malformed_message_is_answered_with_a_constant_error_and_the_server_keeps_serving(
@@ -221,20 +302,72 @@ def test_a_valid_notification_gets_no_answer_over_stdio(stdio: RawStdio, secrets
     assert stdio.exchange(search_call(10, secrets.token()))["id"] == 10
 
 
-async def test_the_reference_host_is_served_over_http_after_the_attacks(
-    http_url: str, secrets: Secrets
+# Every refusal of an audited run is recorded one by one (no summary), in the order sent.
+_NO_SUMMARY = {"ENGRAM_REFUSAL_BURST": "1000", "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "600"}
+
+
+def _assert_gate_trace(data_dir: Path, transport: str, peer: str) -> None:
+    entries = host_entries(data_dir)
+    if transport == "http":
+        entries = after_readiness_probes(entries)
+    assert [e["reason"] for e in entries] == [case[4] for case in _MALFORMED]
+    assert {(e["transport"], e["peer"], e["occurrences"]) for e in entries} == {
+        (transport, peer, 1)
+    }
+
+
+def test_every_malformed_stdio_line_leaves_its_reason_in_the_host_audit_stream(
+    tmp_path: Path,
 ) -> None:
-    client = RawHttp(http_url)
-    try:
-        for _name, raw, code, _id in _MALFORMED:
-            assert client.post(raw).message["error"]["code"] == code
-    finally:
-        client.close()
-    async with connect(http_url, secrets.signer, ALICE) as host:
-        outcome = await host.call(
-            "engram_memory_search", {"query": "anything", "purpose_ref": ALICE.purpose_ref}
-        )
-    assert outcome.envelope["ok"] is True
+    secrets = make_secrets(tmp_path, **_NO_SUMMARY)
+    with raw_stdio(secrets.env) as stdio:
+        for _name, raw, code, request_id, _reason in _MALFORMED:
+            _assert_constant_error(stdio.exchange(raw), code, request_id)
+        _assert_still_served(stdio.exchange, secrets)
+    _assert_gate_trace(tmp_path / "data", "stdio", "stdio")
+
+
+async def test_every_malformed_http_body_is_audited_and_the_reference_host_is_served_after(
+    tmp_path: Path,
+) -> None:
+    secrets = make_secrets(tmp_path, **_NO_SUMMARY)
+    with serving_http(secrets.env) as url:
+        client = RawHttp(url)
+        try:
+            for _name, raw, code, _id, _reason in _MALFORMED:
+                answer = client.post(raw)
+                assert (answer.status, answer.message["error"]["code"]) == (400, code)
+        finally:
+            client.close()
+        async with connect(url, secrets.signer, ALICE) as host:
+            outcome = await host.call(
+                "engram_memory_search", {"query": "anything", "purpose_ref": ALICE.purpose_ref}
+            )
+        assert outcome.envelope["ok"] is True
+    _assert_gate_trace(tmp_path / "data", "http", "127.0.0.1")
+
+
+_FLOOD, _FLOOD_BURST = 300, 3
+
+
+def test_a_flood_of_malformed_stdio_lines_grows_the_trail_by_a_bounded_exact_amount(
+    tmp_path: Path,
+) -> None:
+    secrets = make_secrets(
+        tmp_path, ENGRAM_REFUSAL_BURST=str(_FLOOD_BURST), ENGRAM_REFUSAL_INTERVAL_S="2"
+    )
+    with raw_stdio(secrets.env) as stdio:
+        for _ in range(_FLOOD):
+            stdio.send(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}')
+        answers = [stdio.receive() for _ in range(_FLOOD)]
+        _assert_still_served(stdio.exchange, secrets)
+    assert {(a["id"], a["error"]["code"]) for a in answers} == {(None, PARSE_ERROR)}
+    # Written by the summary timer once the window ended, or at the latest at shutdown.
+    entries = host_entries(tmp_path / "data")
+    assert len(entries) == _FLOOD_BURST + 1  # the 300 lines fall in one window
+    assert [e["occurrences"] for e in entries] == [1] * _FLOOD_BURST + [_FLOOD - _FLOOD_BURST]
+    assert refused_count(entries, reason="parse_error", peer="stdio") == _FLOOD
+    assert {(e["reason"], e["transport"]) for e in entries} == {("parse_error", "stdio")}
 
 
 def test_a_stdio_line_over_the_request_size_cap_is_answered_and_the_server_keeps_serving(
@@ -250,3 +383,7 @@ def test_a_stdio_line_over_the_request_size_cap_is_answered_and_the_server_keeps
         served = stdio.exchange(search_call(8, secrets.token()))
         assert served["id"] == 8
         assert served["result"]["structuredContent"]["ok"] is True
+    entries = host_entries(tmp_path / "data")
+    assert [(e["reason"], e["transport"], e["peer"], e["occurrences"]) for e in entries] == [
+        ("request_too_large", "stdio", "stdio", 1)
+    ]

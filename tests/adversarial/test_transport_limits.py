@@ -3,8 +3,9 @@ slowloris connections, oversized bodies, dropped connections, and an exposed bin
 
 Each test drives the real `serve --transport http` process on loopback with small limits
 (set by their ENGRAM_ variables), bounded in count and time, and checks that a legitimate
-host (the reference host) is still served. The audit trace of these refusals is asserted
-once the host-level audit stream is merged (issue 9, refusals).
+host (the reference host) is still served. The audit trace of the refusals (session limits,
+sessions that never bound, oversized bodies) is read as an auditor would, once the server has
+stopped: host-stream entries with reason, transport and peer, counted exactly.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import Binding, ReferenceHost, connect
+from tests.adversarial.refusal_support import host_entries, refused_count
 from tests.servers import free_port, server_env
 
 ALICE = Binding(
@@ -87,6 +89,21 @@ def _server(
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def _data_dir(tmp_path: Path, url: str) -> Path:
+    """The store of the server `_server(tmp_path, ...)` serves at `url`."""
+    return tmp_path / f"data-{_port(url)}"
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def _refusals(tmp_path: Path, url: str, reason: str, peer: str) -> int:
+    """How many `reason` refusals of `peer` over HTTP the stopped server's trail records."""
+    entries = host_entries(_data_dir(tmp_path, url))
+    return refused_count(entries, reason=reason, peer=peer, transport="http")
 
 
 def _wait_for(condition: Callable[[], bool], within_s: float = 30.0) -> float:
@@ -177,6 +194,13 @@ def test_initialize_flood_is_capped_per_peer_and_per_server_and_a_legitimate_hos
         assert _error_code(refused) == SESSION_LIMIT_CODE
         # A host of the sessionless protocol era is served whatever the session count.
         _legitimate_host_is_served(url, signer)
+    entries = host_entries(_data_dir(tmp_path, url))
+    assert [(e["reason"], e["peer"]) for e in entries] == [("session_limit", "127.0.0.2")] * 5 + [
+        ("session_limit", "127.0.0.6")
+    ]
+    assert {(e["tool"], e["transport"], e["occurrences"]) for e in entries} == {
+        ("initialize", "http", 1)
+    }
 
 
 def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_until_idle(
@@ -201,6 +225,10 @@ def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_unt
         assert time.monotonic() - idle_from >= 4  # lived past the unbound grace, to idle
         assert _ping(url, bound) == 404
         _legitimate_host_is_served(url, signer, mode="legacy")
+    assert _refusals(tmp_path, url, "session_limit", "127.0.0.2") == 1
+    # The first session of 127.0.0.2 and the one opened in its place never bound.
+    assert _refusals(tmp_path, url, "session_without_context", "127.0.0.2") >= 1
+    assert _refusals(tmp_path, url, "session_without_context", "127.0.0.1") == 0  # the host's
 
 
 def test_a_session_bound_by_a_later_call_outlives_the_unbound_grace(
@@ -300,10 +328,17 @@ def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_t
 def small_requests(
     tmp_path_factory: pytest.TempPathFactory, secrets: tuple[Path, Path, Path]
 ) -> Iterator[tuple[str, Path]]:
-    """One server for the tests that need no particular limit but a small request cap."""
+    """One server for the tests that need no particular limit but a small request cap; once
+    it stopped, its trail holds exactly the oversized bodies the tests sent
+    (`_OVERSIZED_SENT`)."""
     directory = tmp_path_factory.mktemp("small-requests")
     with _server(directory, secrets, ENGRAM_MAX_REQUEST_BYTES="65536") as served:
         yield served
+    url, _ = served
+    assert _refusals(directory, url, "request_too_large", "127.0.0.1") == len(_OVERSIZED_SENT)
+
+
+_OVERSIZED_SENT: list[str] = []
 
 
 def test_an_oversized_body_is_refused_with_413_and_a_json_rpc_error(
@@ -319,6 +354,7 @@ def test_an_oversized_body_is_refused_with_413_and_a_json_rpc_error(
             yield b" " * 8192
 
     streamed = httpx.post(url, content=chunks(), headers=HEADERS, timeout=10)
+    _OVERSIZED_SENT.extend(["declared", "streamed"])
     assert streamed.status_code == 413
     assert _error_code(streamed) == TOO_LARGE_CODE
     _legitimate_host_is_served(url, signer)
@@ -391,6 +427,8 @@ def test_an_exposed_plain_http_bind_warns_and_checks_host_headers_against_the_op
         origin = {**HEADERS, "Origin": "http://127.0.0.1"}
         assert httpx.post(url, json=_initialize(), headers=origin).status_code == 403
         _legitimate_host_is_served(url, signer)
+    # Both refused by the SDK's transport before any handler: audited by the gate.
+    assert _refusals(tmp_path, url, "invalid_request", "127.0.0.1") == 2
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
