@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from engram_memory.http_serving import AdmitWhileServing
+from engram_memory.http_serving import HEALTH_PATH, AdmitWhileServing, HealthProbe
 from engram_memory.stopping import GracefulStop
 
 
@@ -51,3 +51,37 @@ async def test_a_post_in_flight_is_counted_and_a_new_one_is_refused_while_stoppi
         finish.set()
     assert answers[0][0]["status"] == 200
     assert stop.drained
+
+
+async def _request(app: Any, method: str, path: str) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "http", "method": method, "path": path}, receive, send)
+    return sent
+
+
+async def test_the_health_probe_answers_without_reaching_the_mcp_app_and_fails_once_stopping() -> (
+    None
+):
+    reached: list[str] = []
+
+    async def mcp_app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await send({"type": "http.response.start", "status": 406, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    stop = GracefulStop(drain_seconds=1)
+    probe = HealthProbe(mcp_app, stop)
+    assert (await _request(probe, "GET", HEALTH_PATH))[0]["status"] == 200
+    assert (await _request(probe, "HEAD", HEALTH_PATH))[0]["status"] == 200
+    assert (await _request(probe, "GET", "/mcp"))[0]["status"] == 406
+    assert (await _request(probe, "POST", HEALTH_PATH))[0]["status"] == 406
+    assert reached == ["/mcp", HEALTH_PATH]
+    stop.begin()
+    assert (await _request(probe, "GET", HEALTH_PATH))[0]["status"] == 503

@@ -22,6 +22,30 @@ from engram_memory.http_protocol import guarded_protocol
 from engram_memory.http_settings import HttpSettings
 from engram_memory.stopping import GracefulStop
 
+HEALTH_PATH = "/healthz"
+
+
+class HealthProbe:
+    """ASGI: `GET`/`HEAD /healthz` answers 200 while serving and 503 once a stop began, with
+    no body, before the JSON gate and the SDK: a readiness or liveness probe is not an MCP
+    request, so it is neither refused by the SDK nor recorded in the audit trail."""
+
+    def __init__(self, app: ASGIApp, stop: GracefulStop) -> None:
+        self._app, self._stop = app, stop
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope.get("path") != HEALTH_PATH
+            or scope.get("method") not in ("GET", "HEAD")
+        ):
+            await self._app(scope, receive, send)
+            return
+        status = 503 if self._stop.stopping else 200
+        headers = [(b"content-length", b"0"), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+
 
 class AdmitWhileServing:
     """ASGI: each POST (one MCP exchange) counts in flight until its response is sent; once

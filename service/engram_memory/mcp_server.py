@@ -43,7 +43,7 @@ from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.http_limits import TransportGuard
-from engram_memory.http_serving import AdmitWhileServing, serve_asgi
+from engram_memory.http_serving import AdmitWhileServing, HealthProbe, serve_asgi
 from engram_memory.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
 from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
 from engram_memory.json_gate_http import JsonGate, mark_handler_reached
@@ -329,7 +329,7 @@ def http_server(
     # the SDK ever sees half a body), then the drain, then the JSON gate, then the SDK.
     gated = _json_gated(app, service, settings.max_request_bytes)
     guarded = TransportGuard(
-        AdmitWhileServing(gated, stop),
+        HealthProbe(AdmitWhileServing(gated, stop), stop),
         settings,
         keyring=service.services.host_keys,
         on_refusal=service.refused_before_binding,

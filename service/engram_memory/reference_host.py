@@ -30,6 +30,7 @@ from engram_memory.host.confirmation import (
 )
 from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
+from engram_memory.http_serving import HEALTH_PATH
 
 
 @dataclass(frozen=True)
@@ -177,10 +178,13 @@ def wait_until_listening(url: str, process: subprocess.Popen[bytes], attempts: i
     Raises:
         RuntimeError: the process exited, or never listened within the attempts.
     """
+    # The health probe, not the MCP endpoint: a plain GET there is a request the SDK refuses,
+    # which the audit trail would record.
+    health = httpx.URL(url).copy_with(path=HEALTH_PATH)
     for _ in range(attempts):
         try:
-            httpx.get(url, timeout=0.5)
-            return
+            if httpx.get(health, timeout=0.5).status_code == httpx.codes.OK:
+                return
         except httpx.TransportError:
             try:
                 code = process.wait(timeout=0.05)

@@ -45,20 +45,6 @@ def host_entries(data_dir: Path) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in rows]
 
 
-def after_readiness_probes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries after the leading ones an HTTP server start leaves: `wait_until_listening`
-    GETs until answered, and each GET the server got (one, or more when an attempt timed out
-    while the server was still starting) is a request the SDK refuses (406), audited."""
-    probe = ("invalid_request", "other", "http")
-    probes = 0
-    while probes < len(entries) and (
-        (entries[probes]["reason"], entries[probes]["tool"], entries[probes]["transport"]) == probe
-    ):
-        probes += 1
-    assert probes >= 1, entries[:1]
-    return entries[probes:]
-
-
 def refused_count(entries: list[dict[str, Any]], **match: object) -> int:
     """How many refusals the `entries` matching every `column=value` in `match` stand for:
     individual entries plus the counts of summaries (`occurrences`)."""

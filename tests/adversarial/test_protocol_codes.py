@@ -24,7 +24,6 @@ from engram_memory.contract.errors import ProtocolCode
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
 from tests.adversarial.refusal_support import (
-    after_readiness_probes,
     bound_refusals,
     host_entries,
     refused_count,
@@ -215,7 +214,7 @@ def test_refusals_the_sdk_makes_are_audited_in_the_host_stream_without_request_t
         pass
     entries = host_entries(tmp_path / "data")
     if transport == "http":
-        entries = after_readiness_probes(entries)
+        entries = entries
     assert [(e["reason"], e["tool"]) for e in entries] == [
         ("method_not_found", "other"),  # the method's name is the client's: not recorded
         ("invalid_request", "tools/call"),
@@ -256,7 +255,7 @@ def test_requests_the_sdks_http_transport_refuses_are_audited_in_the_host_stream
         ]
         client.close()
     assert all(400 <= status < 500 for status in statuses), statuses
-    entries = after_readiness_probes(host_entries(tmp_path / "data"))
+    entries = host_entries(tmp_path / "data")
     assert [(e["reason"], e["tool"]) for e in entries] == [
         ("invalid_request", "tools/list"),
         ("invalid_request", "ping"),

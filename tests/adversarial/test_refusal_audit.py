@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -16,16 +15,12 @@ from mcp.shared.exceptions import MCPError
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import ReferenceHost
-from tests.adversarial.refusal_support import SEARCH, SEARCH_ARGS, Store, after_readiness_probes
+from tests.adversarial.refusal_support import SEARCH, SEARCH_ARGS, Store
 
 TRANSPORTS = ["stdio", "http"]
 BURST = 5
 STORM = 500
 CONCURRENT = 25  # calls in flight at once during the storm
-
-
-def _after_start(entries: list[dict[str, Any]], transport: str) -> list[dict[str, Any]]:
-    return after_readiness_probes(entries) if transport == "http" else entries
 
 
 def _peer(transport: str) -> str:
@@ -54,7 +49,7 @@ async def test_forged_missing_and_unknown_tool_refusals_leave_host_stream_entrie
             ]
             assert (await host.call(SEARCH, SEARCH_ARGS)).envelope["ok"] is True
     forged_digest = hashlib.sha256(forged_meta[INVOCATION_META_KEY].encode()).hexdigest()
-    entries = _after_start(store.host_entries(), transport)
+    entries = store.host_entries()
     assert [(e["reason"], e["tool"]) for e in entries] == [
         ("token_invalid", SEARCH),
         ("token_missing", SEARCH),
@@ -94,7 +89,7 @@ async def test_a_storm_of_forged_calls_grows_the_trail_by_a_bounded_exact_amount
                             served.append((await host.call(SEARCH, SEARCH_ARGS)).envelope["ok"])
     assert refused == [-32603] * STORM
     assert served == [True] * (STORM // CONCURRENT // 5)
-    entries = _after_start(store.host_entries(), transport)
+    entries = store.host_entries()
     # The bound: `burst` entries, then one summary written at the latest when the server stops.
     assert len(entries) == BURST + 1
     assert [e["occurrences"] for e in entries] == [1] * BURST + [STORM - BURST]

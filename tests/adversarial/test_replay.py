@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import ReferenceHost
-from tests.adversarial.refusal_support import SEARCH, SEARCH_ARGS, Store, after_readiness_probes
+from tests.adversarial.refusal_support import SEARCH, SEARCH_ARGS, Store
 
 TRANSPORTS = ["stdio", "http"]
 
@@ -80,7 +80,7 @@ async def test_a_token_spent_over_stdio_is_refused_over_http_after_a_restart(
         async with store.host(server) as attacker:
             assert await _refused_code(attacker.call(SEARCH, SEARCH_ARGS, meta=meta)) == -32603
             assert (await attacker.call(SEARCH, SEARCH_ARGS)).envelope["ok"] is True
-    (replay,) = after_readiness_probes(store.host_entries())
+    (replay,) = store.host_entries()
     assert (replay["reason"], replay["transport"]) == ("token_replayed", "http")
     assert replay["peer"] == "127.0.0.1"
 
@@ -115,5 +115,5 @@ async def test_of_concurrent_replays_on_several_connections_exactly_one_is_serve
     assert sorted(outcomes) == ["ok"] + ["rpc:-32603"] * 5
     entries = store.host_entries()
     if transport == "http":
-        entries = after_readiness_probes(entries)
+        entries = entries
     assert [e["reason"] for e in entries] == ["token_replayed"] * 5

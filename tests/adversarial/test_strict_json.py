@@ -23,7 +23,6 @@ import pytest
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.reference_host import connect
 from tests.adversarial.refusal_support import (
-    after_readiness_probes,
     host_entries,
     refused_count,
 )
@@ -309,7 +308,7 @@ _NO_SUMMARY = {"ENGRAM_REFUSAL_BURST": "1000", "ENGRAM_HTTP_UNBOUND_SESSION_SECO
 def _assert_gate_trace(data_dir: Path, transport: str, peer: str) -> None:
     entries = host_entries(data_dir)
     if transport == "http":
-        entries = after_readiness_probes(entries)
+        entries = entries
     assert [e["reason"] for e in entries] == [case[4] for case in _MALFORMED]
     assert {(e["transport"], e["peer"], e["occurrences"]) for e in entries} == {
         (transport, peer, 1)
