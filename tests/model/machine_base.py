@@ -115,7 +115,11 @@ class MachineBase(RuleBasedStateMachine):
         self.at_ms = self.clock() - 60_000
         with self.services.database.transaction() as tx:
             self.models = {
-                name: MaintainedScopeModel(spec, journal.head(tx, spec.scope_ref)[0])
+                name: MaintainedScopeModel(
+                    spec,
+                    journal.head(tx, spec.scope_ref)[0],
+                    forgotten_key=self.services.root_key.forgotten_digest_key(spec.scope_ref),
+                )
                 for name, spec in SPECS.items()
             }
             self.audit_base = int(tx.fetchone("SELECT max(sequence) FROM audit_entries")[0] or 0)

@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engram_memory.core.forgotten import keyed_form
 from tests.model.model import (
     AC,
     AD,
     LIVE,
     NOT_FOUND,
     TRANSITIONS,
+    Candidate,
     H,
     Prediction,
     ScopeModel,
@@ -32,7 +34,22 @@ UNAUTHORIZED = Prediction(code="UNAUTHORIZED")
 
 @dataclass
 class MaintainedScopeModel(ScopeModel):
-    """A scope model that also answers for its host operators."""
+    """A scope model that also answers for its host operators.
+
+    `forgotten_key` is the scope's key for forgotten content (core/forgotten.py): once a
+    candidate is withdrawn or its record forgotten, the store keeps only keyed digests, so
+    inspecting that candidate shows the keyed form of its `record_digest`.
+    """
+
+    forgotten_key: bytes = b""
+
+    def _inspected_digest(self, candidate: Candidate) -> str:
+        record = self.records.get(record_id_for(candidate.record_digest))
+        forgotten = candidate.state == "withdrawn" or (
+            record is not None and record.state == "tombstoned"
+        )
+        digest: str = candidate.record_digest
+        return keyed_form(self.forgotten_key, digest) if forgotten else digest
 
     def _lacks(self, operator: str, authority: str) -> bool:
         return authority not in self.spec.authorities(operator)
@@ -165,7 +182,7 @@ class MaintainedScopeModel(ScopeModel):
             fields={
                 "candidate_id": candidate_id,
                 "state": candidate.state,
-                "record_digest": candidate.record_digest,
+                "record_digest": self._inspected_digest(candidate),
                 "capture_cursor": self.cursor(candidate.capture_cursor),
             },
             absent=(("envelope",),),
