@@ -67,6 +67,24 @@ class CallOutcome:
     text: str
 
 
+def mint_for(signer: HostSigningKey, binding: Binding, **overrides: Any) -> str:
+    """An invocation token for `binding` with a fresh `audit_id` (a token binds one request:
+    README "A fresh token for every request"); `overrides` replace claims."""
+    b = binding
+    return mint_invocation(
+        signer,
+        host_id=b.host_id,
+        tenant=b.tenant,
+        workspace=b.workspace,
+        principal=b.principal,
+        agent_id=b.agent_id,
+        session=b.session,
+        purpose_ref=b.purpose_ref,
+        audit_id=overrides.pop("audit_id", f"audit:{uuid.uuid4().hex}"),
+        **overrides,
+    )
+
+
 class ReferenceHost:
     """Binds, confirms and calls over one MCP client session."""
 
@@ -80,20 +98,7 @@ class ReferenceHost:
         return ReferenceHost(self.client, self.signer, replace(self.binding, **changes))
 
     def invocation_meta(self, **overrides: Any) -> dict[str, Any]:
-        b = self.binding
-        token = mint_invocation(
-            self.signer,
-            host_id=b.host_id,
-            tenant=b.tenant,
-            workspace=b.workspace,
-            principal=b.principal,
-            agent_id=b.agent_id,
-            session=b.session,
-            purpose_ref=b.purpose_ref,
-            audit_id=overrides.pop("audit_id", f"audit:{uuid.uuid4().hex}"),
-            **overrides,
-        )
-        return {INVOCATION_META_KEY: token}
+        return {INVOCATION_META_KEY: mint_for(self.signer, self.binding, **overrides)}
 
     async def list_tools(self) -> list[types.Tool]:
         meta: types.RequestParamsMeta = self.invocation_meta()  # type: ignore[assignment]

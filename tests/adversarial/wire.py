@@ -9,7 +9,6 @@ import queue
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from typing import Any
 import httpx
 
 from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
+from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding
+from engram_memory.reference_host import Binding, mint_for
 from tests.servers import http_server, server_env
 
 PROTOCOL_VERSION = "2025-11-25"
@@ -38,18 +37,7 @@ class Secrets:
 
     def token(self, binding: Binding = ALICE) -> str:
         """A fresh invocation token (fresh audit_id), as the reference host mints one."""
-        b = binding
-        return mint_invocation(
-            self.signer,
-            host_id=b.host_id,
-            tenant=b.tenant,
-            workspace=b.workspace,
-            principal=b.principal,
-            agent_id=b.agent_id,
-            session=b.session,
-            purpose_ref=b.purpose_ref,
-            audit_id=f"audit:{uuid.uuid4().hex}",
-        )
+        return mint_for(self.signer, binding)
 
 
 def make_secrets(root: Path, **extra_env: str) -> Secrets:
