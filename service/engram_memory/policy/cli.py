@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy import authoring_cli
 from engram_memory.policy.bundle import (
     DEFAULT_BUNDLE_DIR,
@@ -43,7 +44,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     build.add_argument("--out", help="output directory (default: the shipped bundle)")
     build.add_argument("--label", default=DEFAULT_LABEL, help="revision label")
     build.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
-    build.add_argument("--skip-tests", action="store_true", help="do not run `opa test`")
+    build.add_argument("--tests", help="tenant tests directory (default <policies>/tests)")
+    build.add_argument(
+        "--skip-tests", action="store_true", help="do not run the Rego and tenant tests"
+    )
 
     check = policy_sub.add_parser(
         "check", help="fail unless the shipped bundle matches the sources"
@@ -83,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
         return authoring_cli.run(args)
     if command == "build":
         if args.out is None and args.rego is None and args.policies is None:
+            if args.tests is not None:
+                raise ConfigurationError(
+                    "--tests needs --out: the shipped bundle uses policies/tests"
+                )
             identity = build_default_bundle(opa_bin=args.opa, progress=_progress)
         else:
             identity = build_bundle(
@@ -92,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
                 label=args.label,
                 opa_bin=args.opa,
                 run_tests=not args.skip_tests,
+                tests_dir=args.tests,
                 progress=_progress,
             )
         print(identity.revision)
