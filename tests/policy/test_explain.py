@@ -13,7 +13,7 @@ import pytest
 from engram_memory.cli import main
 from engram_memory.policy.calls import Binding, ToolCall, plan_call
 from engram_memory.policy.decider import PolicyDecider
-from tests.policy.conftest import POLICIES_DIR, fixed_clock, subject
+from tests.policy.conftest import POLICIES_DIR, subject
 
 BOB = [
     "--tenant", "acme", "--workspace", "support",
@@ -149,7 +149,8 @@ def test_sources_that_differ_from_the_bundle_give_no_file_and_line(
     assert code == 0
     explanation = json.loads(capsys.readouterr().out)
     sources = [s["source"] for d in explanation["domains"] for s in d["sources"]]
-    assert sources and not any("acme.yaml" in source for source in sources)
+    assert sources
+    assert not any("acme.yaml" in source for source in sources)
 
 
 @pytest.mark.parametrize(

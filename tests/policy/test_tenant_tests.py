@@ -123,21 +123,29 @@ def test_coverage_is_reported_per_rego_module(
     assert not any(name.endswith("_test.rego") for name in modules)
 
 
+def _table(call: str, expect: str, who: str = "principal: u, purpose: p") -> str:
+    return (
+        f"cases:\n  - name: x\n    binding: {{tenant: acme, workspace: support, {who}}}\n"
+        f"    call: {call}\n    expect: {expect}\n"
+    )
+
+
 @pytest.mark.parametrize(
     "table",
     [
-        "cases:\n  - name: x\n    binding: {tenant: acme, workspace: support}\n"
-        "    call: {tool: engram_memory_get}\n    expect: {authz: {allow: true}}\n",
-        "cases:\n  - name: x\n    binding: {tenant: acme, workspace: support, principal: u,"
-        " purpose: p}\n    call: {tool: engram_memory_delete}\n    expect: {authz: {allow: true}}\n",
-        "cases:\n  - name: x\n    binding: {tenant: acme, workspace: support, principal: u,"
-        " purpose: p}\n    call: {tool: engram_memory_get}\n    expect: {admission: {outcome: x}}\n",
-        "cases:\n  - name: x\n    binding: {tenant: acme, workspace: support, principal: u,"
-        " purpose: p}\n    call: {tool: engram_memory_get}\n    expect: {authz: {alow: true}}\n",
+        _table("{tool: engram_memory_get}", "{authz: {allow: true}}", who="purpose: p"),
+        _table("{tool: engram_memory_delete}", "{authz: {allow: true}}"),
+        _table("{tool: engram_memory_get}", "{admission: {outcome: x}}"),
+        _table("{tool: engram_memory_get}", "{authz: {alow: true}}"),
+        _table("{tool: engram_memory_get, now: yesterday}", "{authz: {allow: true}}"),
         "cases: {}\n",
+        "cases: [\n",
     ],
-    ids=["no-principal", "unknown-tool", "domain-not-asked", "unknown-field", "not-a-list"],
-)
+    ids=[
+        "no-principal", "unknown-tool", "domain-not-asked", "unknown-field", "bad-instant",
+        "not-a-list", "not-yaml",
+    ],
+)  # fmt: skip
 def test_a_malformed_table_exits_2(
     opa_bin: Path, policies: Path, capsys: pytest.CaptureFixture[str], table: str
 ) -> None:

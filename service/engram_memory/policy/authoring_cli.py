@@ -154,7 +154,9 @@ def _print_explanation(explanation: dict[str, Any]) -> None:
     print(f"call {call['tool']} by {who} in {binding['tenant']}/{binding['workspace']}")
     print(f"verdict: {explanation['verdict']}")
     for item in explanation["domains"]:
-        summary = {k: v for k, v in item["summary"].items() if v is not None}
+        # Reasons last: the verdict fields first, then why.
+        summary = {k: v for k, v in item["summary"].items() if v is not None and k != "reasons"}
+        summary["reasons"] = item["summary"].get("reasons", [])
         print(f"\n{item['domain']} ({item['entrypoint']})")
         print("  decision: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
         for source in item["sources"]:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from engram_memory.contract.types import parse_instant
-from engram_memory.policy.data import TOOLS, ToolName
+from engram_memory.policy.data import TOOLS
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
     AUTHZ_PATH,
@@ -63,6 +63,16 @@ _PROBE_IDENTITY = BundleIdentity(
 )
 
 Ref = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+# The six tools (policy/data.py TOOLS) and `maintenance`, one Literal so a typo gets one line.
+CallTool = Literal[
+    "engram_memory_search",
+    "engram_memory_get",
+    "engram_memory_capture",
+    "engram_memory_request_admission",
+    "engram_memory_withdraw",
+    "engram_memory_forget",
+    "maintenance",
+]
 GroupRef = Annotated[str, StringConstraints(pattern=r"^group:.+$", max_length=256)]
 
 
@@ -112,7 +122,7 @@ class CandidateFacts(_Strict):
 class ToolCall(_Strict):
     """The call: a tool (or `maintenance`) and the facts the policy domains it touches need."""
 
-    tool: ToolName | Literal["maintenance"]
+    tool: CallTool
     host_memory_enabled: bool = True
     now: str = DEFAULT_NOW
     # capture: retention and reconciliation facts

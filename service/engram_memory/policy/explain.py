@@ -16,9 +16,16 @@ from engram_memory.policy.calls import Binding, PolicyQuery, ToolCall, plan_call
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine, PolicyUnavailable
 from engram_memory.policy.source_map import DataPath, SourceMap
 
-_DISABLED = {
-    "tenant_memory_disabled": "memory_enabled",
-    "workspace_memory_disabled": "memory_enabled",
+_RETENTION_KEYS = {
+    "ceiling_ms": "retention ceiling",
+    "default_ttl_ms": "retention default TTL",
+    "retain": "who may ask to retain derivatives",
+}
+# The retention reasons each compiled key can produce.
+_RETENTION_REASONS = {
+    "ceiling_ms": {"expires_beyond_ceiling", "expires_within_ceiling", "ceiling_applied"},
+    "default_ttl_ms": {"default_ttl_applied"},
+    "retain": {"retain_permitted", "retain_not_permitted"},
 }
 
 
@@ -72,9 +79,9 @@ class Attribution:
                 out.append(self._entry("confirmation TTL", (*base, "confirmation", "ttl_seconds")))
         if domain == "retention":
             rules = _obj(ws.get("retention"))
-            for key in ("ceiling_ms", "default_ttl_ms", "retain"):
-                if key in rules:
-                    out.append(self._entry(f"retention {key}", (*base, "retention", key)))
+            for key, why in _RETENTION_KEYS.items():
+                if key in rules and reasons & _RETENTION_REASONS[key]:
+                    out.append(self._entry(why, (*base, "retention", key)))
         if domain == "reconciliation":
             consented = _obj(_obj(ws.get("reconciliation")).get("consented_families"))
             for family in inp.get("family_refs", []) or []:

@@ -19,6 +19,7 @@ cases:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,5 +184,6 @@ def mismatches(case: TestCase, results: list[object]) -> list[str]:
                         f"{domain}.reasons: expected exactly {sorted(value)}, got {got['reasons']}"
                     )
             elif got.get(key) != value or type(got.get(key)) is not type(value):
-                lines.append(f"{domain}.{key}: expected {value!r}, got {got.get(key)!r}")
+                expected, actual_value = json.dumps(value), json.dumps(got.get(key))
+                lines.append(f"{domain}.{key}: expected {expected}, got {actual_value}")
     return lines
