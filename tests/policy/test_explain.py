@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from engram_memory.cli import main
-from engram_memory.policy.calls import Binding, ToolCall, plan_call
+from engram_memory.policy.calls import Binding, CallTool, ToolCall, plan_call
+from engram_memory.policy.data import TOOLS
 from engram_memory.policy.decider import PolicyDecider
 from tests.policy.conftest import POLICIES_DIR, subject
 
@@ -214,3 +215,7 @@ def test_the_text_report_names_file_and_line(capsys: pytest.CaptureFixture[str])
     assert main(["policy", "effective", *BOB, "--policies", str(POLICIES_DIR)]) == 0
     grant_line = _line_of('principal: "user:bob"')
     assert f"acme.yaml:{grant_line}:" in capsys.readouterr().out
+
+
+def test_every_tool_of_the_policy_data_can_be_explained() -> None:
+    assert set(get_args(CallTool)) == {*TOOLS, "maintenance"}

@@ -88,11 +88,16 @@ def _opa(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
         raise PolicyTestError(f"{what}: cannot run {argv[0]}") from exc
 
 
-def _json_output(completed: subprocess.CompletedProcess[str], what: str) -> Any:
+def _json_output(
+    completed: subprocess.CompletedProcess[str], what: str, shown: Mapping[str, str]
+) -> Any:
     try:
         return json.loads(completed.stdout)
     except ValueError:
         output = (completed.stdout + completed.stderr).strip()
+        # OPA names the staged copies; the author needs the files they edit.
+        for staged, source in sorted(shown.items(), key=lambda item: -len(item[0])):
+            output = output.replace(staged, source)
         raise PolicyTestError(f"{what} failed:\n{output}") from None
 
 
@@ -150,10 +155,12 @@ def _table_results(cases: list[TestCase], opa: Path, stage: Path, work: Path) ->
     (work / "runner.rego").write_text(_runner_module(), "utf-8")
     payload = [{"path": q.path, "input": q.input} for q in queries]
     (work / "queries.json").write_text(json.dumps({_QUERIES_KEY: payload}), "utf-8")
-    argv = [str(opa), "eval", "--format", "json", "-d", str(stage)]
+    # The bundle's modules and data only: a tenant's test module must not change a decision.
+    argv = [str(opa), "eval", "--format", "json", "--ignore", "*_test.rego"]
+    argv += ["-d", str(stage / "rego"), "-d", str(stage / "data.json")]
     argv += ["-d", str(work / "runner.rego"), "-d", str(work / "queries.json")]
     completed = _opa([*argv, f"data.{_RUNNER_PACKAGE}.answers"], "opa eval (tenant test tables)")
-    output = _json_output(completed, "opa eval (tenant test tables)")
+    output = _json_output(completed, "opa eval (tenant test tables)", {})
     try:
         answers = output["result"][0]["expressions"][0]["value"]
     except (KeyError, IndexError, TypeError):
@@ -214,14 +221,14 @@ def run_policy_tests(
         shown = _stage(rego, tests, policies, stage)
         say(f"running Rego tests of {rego} and {tests} against the data of {policies}")
         completed = _opa([str(opa), "test", "--format", "json", str(stage)], "opa test")
-        report.results += _rego_results(_json_output(completed, "opa test"), shown)
+        report.results += _rego_results(_json_output(completed, "opa test", shown), shown)
         say(f"evaluating {len(cases)} tenant test case(s) from {tests}/*.yaml")
         report.results += _table_results(cases, opa, stage, Path(tmp))
         if coverage:
             say("measuring coverage (opa test --coverage)")
             argv = [str(opa), "test", "--coverage", "--format", "json", str(stage)]
             completed = _opa(argv, "opa test --coverage")
-            raw = _json_output(completed, "opa test --coverage")
+            raw = _json_output(completed, "opa test --coverage", shown)
             report.coverage, report.total_coverage = _coverage(raw, shown)
     return report
 
