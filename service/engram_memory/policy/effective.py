@@ -36,8 +36,7 @@ def _domain(explanation: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 def _tool_row(explanation: Mapping[str, Any]) -> dict[str, Any]:
     discovery, authz = _domain(explanation, "discovery"), _domain(explanation, "authz")
     confirmation = _domain(explanation, "confirmation")
-    result = authz.get("result") if isinstance(authz.get("result"), Mapping) else {}
-    assert isinstance(result, Mapping)
+    result = _mapping(authz.get("result"))
     row: dict[str, Any] = {
         "listed": discovery["summary"].get("allow") is True,
         "allowed": authz["summary"].get("allow") is True,

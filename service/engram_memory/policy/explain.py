@@ -71,10 +71,13 @@ class Attribution:
         if domain in {"discovery", "authz"}:
             out += self._grants(ws, base, inp, domain, result)
         if domain == "confirmation":
-            requires = _obj(_obj(ws.get("confirmation")).get("require")).get(str(inp.get("tool")))
+            if "always_required" in reasons:
+                out.append({"why": "withdraw and forget always need confirmation", "source": "-"})
+            tool = str(inp.get("tool"))
+            requires = _obj(_obj(ws.get("confirmation")).get("require")).get(tool)
             for index, _ in enumerate(requires if isinstance(requires, list) else []):
-                path = (*base, "confirmation", "require", str(inp.get("tool")), index)
-                out.append(self._entry("confirmation selector for this tool", path))
+                path = (*base, "confirmation", "require", tool, index)
+                out.append(self._entry(f"confirmation selector for {tool}", path))
             if "ttl_seconds" in _obj(ws.get("confirmation")):
                 out.append(self._entry("confirmation TTL", (*base, "confirmation", "ttl_seconds")))
         if domain == "retention":
@@ -158,7 +161,7 @@ class Attribution:
         return out
 
 
-def verdict(tool: str, domains: list[dict[str, Any]]) -> str:
+def verdict(domains: list[dict[str, Any]]) -> str:
     """What the service would do with the call, in its order (SPEC §1.8)."""
     for item in domains:
         summary, domain = item["summary"], item["domain"]
@@ -222,6 +225,6 @@ def explain_call(
         "engine": engine.engine_id,
         "binding": binding.model_dump(exclude_none=True),
         "call": call.model_dump(exclude_none=True),
-        "verdict": verdict(call.tool, domains),
+        "verdict": verdict(domains),
         "domains": domains,
     }
