@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 from typing import Any, get_args
 
@@ -219,3 +220,15 @@ def test_the_text_report_names_file_and_line(capsys: pytest.CaptureFixture[str])
 
 def test_every_tool_of_the_policy_data_can_be_explained() -> None:
     assert set(get_args(CallTool)) == {*TOOLS, "maintenance"}
+
+
+def test_an_engine_that_does_not_answer_explains_as_policy_unavailable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    code, explanation = _json(capsys, "explain", *BOB, "--tool", "engram_memory_get", "--opa", url)
+    assert code == 0
+    assert explanation["verdict"].startswith("POLICY_UNAVAILABLE")
+    assert all("error" in d["summary"] for d in explanation["domains"])

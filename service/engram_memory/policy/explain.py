@@ -41,8 +41,15 @@ class Attribution:
         self._sources = sources
 
     def _entry(self, why: str, path: DataPath) -> dict[str, str]:
-        found = self._sources.get(path) if self._sources is not None else None
-        return {"why": why, "source": str(found) if found else "(no source map)"}
+        if self._sources is None:
+            return {"why": why, "source": "(no source map)"}
+        # An entry that is not written (no grant for this principal) is shown at the
+        # nearest enclosing one that is (the workspace).
+        found = self._sources.get(path)
+        while found is None and path:
+            path = path[:-1]
+            found = self._sources.get(path)
+        return {"why": why, "source": str(found) if found else "-"}
 
     def entries(self, query: PolicyQuery, result: Mapping[str, Any]) -> list[dict[str, str]]:
         """The entries behind `result`, each with why it matters."""
@@ -181,14 +188,14 @@ def verdict(domains: list[dict[str, Any]]) -> str:
     return "allowed"
 
 
-def evaluate(engine: PolicyEngine, query: PolicyQuery) -> tuple[object, str | None]:
-    """(result, revision the engine reports); a result of None when the engine cannot
-    answer (the service would answer POLICY_UNAVAILABLE)."""
+def evaluate(engine: PolicyEngine, query: PolicyQuery) -> tuple[object, str | None, str]:
+    """(result, revision the engine reports, why it could not answer). A result of None
+    when the engine cannot answer: the service would answer POLICY_UNAVAILABLE."""
     try:
         answer = engine.evaluate(query.path, query.input)
-    except PolicyUnavailable:
-        return None, None
-    return answer.result, answer.revision
+    except PolicyUnavailable as exc:
+        return None, None, exc.detail or "the engine did not answer"
+    return answer.result, answer.revision, ""
 
 
 def explain_call(
@@ -205,10 +212,12 @@ def explain_call(
     """
     domains: list[dict[str, Any]] = []
     for query in plan_call(binding, call):
-        result, revision = evaluate(engine, query)
+        result, revision, failure = evaluate(engine, query)
         stale = revision is not None and revision != identity.revision
         summary = summarize(query.domain, call.tool, result)
-        if stale:
+        if failure:
+            summary = {"error": f"no answer: {failure}", "reasons": []}
+        elif stale:
             summary = {"error": f"engine serves revision {revision} (POLICY_STALE)", "reasons": []}
         domains.append(
             {
