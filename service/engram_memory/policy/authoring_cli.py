@@ -158,7 +158,7 @@ def _print_explanation(explanation: dict[str, Any]) -> None:
         summary = {k: v for k, v in item["summary"].items() if v is not None and k != "reasons"}
         summary["reasons"] = item["summary"].get("reasons", [])
         print(f"\n{item['domain']} ({item['entrypoint']})")
-        print("  decision: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
+        print("  decision: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in summary.items()))
         for source in item["sources"]:
             print(f"  because: {source['why']}  [{source['source']}]")
         print("  input: " + json.dumps(item["input"], sort_keys=True))

@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigurationError(
                     "--tests needs --out: the shipped bundle uses policies/tests"
                 )
-            identity = build_default_bundle(opa_bin=args.opa, progress=_progress)
+            identity = build_default_bundle(
+                opa_bin=args.opa, progress=_progress, run_tests=not args.skip_tests
+            )
         else:
             identity = build_bundle(
                 Path(args.rego or "rego"),

@@ -33,6 +33,10 @@ def _obj(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _names(values: object) -> str:
+    return ", ".join(str(v) for v in values) if isinstance(values, list) else str(values)
+
+
 class Attribution:
     """Finds the YAML entries (file:line) a decision's reasons point at."""
 
@@ -124,7 +128,7 @@ class Attribution:
                 if purposes and purpose not in purposes:
                     why = f"grant to {who} (not for {purpose})"
                 else:
-                    why = f"grant to {who}: roles {_obj(grant).get('roles')}"
+                    why = f"grant to {who}: roles {_names(_obj(grant).get('roles'))}"
                     held.update(str(r) for r in _obj(grant).get("roles", []))
                 out.append(self._entry(why, (*base, kind, who, index)))
         if not out:
@@ -133,7 +137,7 @@ class Attribution:
         for role in sorted(held):
             tools = roles.get(role, [])
             if domain == "discovery" or inp.get("tool") in tools:
-                out.append(self._entry(f"role {role}: {tools}", (*base, "roles", role)))
+                out.append(self._entry(f"role {role}: {_names(tools)}", (*base, "roles", role)))
         if domain == "authz":
             for reason in result.get("reasons", []):
                 name = str(reason).removeprefix("redaction_rule:")
