@@ -99,7 +99,10 @@ def _case(raw: object, defaults: Mapping[str, Any], source: YamlSource, position
         raise CallError([f"{where}{key}: unknown key" for key in unknown])
     binding = parse_binding({**defaults, **_mapping(raw.get("binding"))}, f"{where}binding.")
     call = parse_call(raw.get("call"), f"{where}call.")
-    queries = plan_call(binding, call)
+    try:
+        queries = plan_call(binding, call)
+    except CallError as exc:
+        raise CallError([f"{where}{problem}" for problem in exc.problems]) from None
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise CallError([f"{where}name: required (a string)"])
@@ -130,6 +133,8 @@ def load_cases(tests_dir: Path) -> list[TestCase]:
         elif set(doc) - {"binding", "cases"}:
             for key in sorted(set(doc) - {"binding", "cases"}):
                 source.report((key,), "unknown key (binding, cases)")
+        elif not isinstance(doc.get("binding", {}), Mapping):
+            source.report(("binding",), "the table's binding is a mapping of binding fields")
         else:
             defaults = _mapping(doc.get("binding"))
             for position, raw in enumerate(doc["cases"]):
@@ -176,12 +181,14 @@ def mismatches(case: TestCase, results: list[object]) -> list[str]:
                 missing = sorted(set(value) - set(got["reasons"]))
                 if missing:
                     lines.append(
-                        f"{domain}.reasons: expected to include {missing}, got {got['reasons']}"
+                        f"{domain}.reasons: expected to include {json.dumps(missing)}, "
+                        f"got {json.dumps(got['reasons'])}"
                     )
             elif key == "exact_reasons":
                 if sorted(value) != sorted(got["reasons"]):
                     lines.append(
-                        f"{domain}.reasons: expected exactly {sorted(value)}, got {got['reasons']}"
+                        f"{domain}.reasons: expected exactly {json.dumps(sorted(value))}, "
+                        f"got {json.dumps(got['reasons'])}"
                     )
             elif got.get(key) != value or type(got.get(key)) is not type(value):
                 expected, actual_value = json.dumps(value), json.dumps(got.get(key))
