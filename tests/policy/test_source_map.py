@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engram_memory.policy.data import PolicyDataError
+from engram_memory.policy.data_compiler import compile_policies
 from engram_memory.policy.source_map import SourceLocation, SourceMap, build_source_map
+from tests.policy.conftest import POLICIES_DIR, TEST_POLICIES_DIR
 
 TENANT = """\
 schema_version: 1
@@ -78,3 +82,37 @@ def test_invalid_policy_data_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bank.yaml").write_text("schema_version: 1\ntenant: bank\nflavour: x\n")
     with pytest.raises(PolicyDataError):
         build_source_map(tmp_path)
+
+
+def _entries(compiled: dict[str, Any]) -> Iterator[tuple[str | int, ...]]:
+    """The compiled paths explain points at, for every workspace of `compiled`."""
+    for tenant, tenant_data in compiled["engram"]["config"]["tenants"].items():
+        for name, ws in tenant_data["workspaces"].items():
+            base = ("tenants", tenant, "workspaces", name)
+            yield (*base, "memory_enabled")
+            yield from ((*base, "roles", role) for role in ws["roles"])
+            for kind in ("principals", "groups"):
+                for who, grants in ws.get(kind, {}).items():
+                    yield from ((*base, kind, who, i) for i in range(len(grants)))
+            yield from ((*base, "redaction", i) for i in range(len(ws["redaction"])))
+            yield from ((*base, "rate_limits", i) for i in range(len(ws["rate_limits"])))
+            for tool, selectors in ws["confirmation"]["require"].items():
+                yield from (
+                    (*base, "confirmation", "require", tool, i) for i in range(len(selectors))
+                )
+            families = ws["reconciliation"]["consented_families"]
+            yield from ((*base, "reconciliation", "consented_families", f) for f in families)
+            operators = ws.get("maintenance", {}).get("operators", {})
+            yield from ((*base, "maintenance", "operators", op) for op in operators)
+            yield from ((*base, "retention", key) for key in ws["retention"])
+
+
+@pytest.mark.parametrize("policies", [POLICIES_DIR, TEST_POLICIES_DIR], ids=["shipped", "assets"])
+def test_every_compiled_entry_explain_names_has_a_written_source_line(policies: Path) -> None:
+    source_map = build_source_map(policies)
+    missing = [
+        path
+        for path in _entries(compile_policies(policies))
+        if (found := source_map.get(path)) is None or not found.present
+    ]
+    assert missing == []
