@@ -162,3 +162,12 @@ def test_policy_build_refuses_to_build_when_a_tenant_test_fails(
     with pytest.raises(BundleError):
         build_bundle(REGO_DIR, policies, out, label="t", opa_bin=opa_bin)
     assert not (out / "bundle.tar.gz").exists()
+
+
+def test_a_tenant_rego_test_that_fails_the_strict_check_exits_2(
+    opa_bin: Path, policies: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sloppy = "package tenant_tests.sloppy_test\n\ntest_x if {\n\tx := 1\n\ttrue\n}\n"
+    (policies / "tests" / "sloppy_test.rego").write_text(sloppy)
+    assert main(["policy", "test", "--rego", str(REGO_DIR), "--policies", str(policies)]) == 2
+    assert str(policies / "tests" / "sloppy_test.rego") in capsys.readouterr().err

@@ -94,11 +94,17 @@ def _json_output(
     try:
         return json.loads(completed.stdout)
     except ValueError:
-        output = (completed.stdout + completed.stderr).strip()
-        # OPA names the staged copies; the author needs the files they edit.
-        for staged, source in sorted(shown.items(), key=lambda item: -len(item[0])):
-            output = output.replace(staged, source)
-        raise PolicyTestError(f"{what} failed:\n{output}") from None
+        raise _refused(completed, what, shown) from None
+
+
+def _refused(
+    completed: subprocess.CompletedProcess[str], what: str, shown: Mapping[str, str]
+) -> PolicyTestError:
+    output = (completed.stdout + completed.stderr).strip()
+    # OPA names the staged copies; the author needs the files they edit.
+    for staged, source in sorted(shown.items(), key=lambda item: -len(item[0])):
+        output = output.replace(staged, source)
+    return PolicyTestError(f"{what} failed:\n{output}")
 
 
 def _stage(rego_dir: Path, tests_dir: Path, policies_dir: Path, stage: Path) -> dict[str, str]:
@@ -219,6 +225,11 @@ def run_policy_tests(
     with tempfile.TemporaryDirectory(prefix="engram-policy-test-") as tmp:
         stage = Path(tmp) / "stage"
         shown = _stage(rego, tests, policies, stage)
+        # The bar the shipped tests meet (`policy build` checks rego/ the same way).
+        say(f"checking the Rego of {rego} and {tests} (opa check --strict)")
+        checked = _opa([str(opa), "check", "--strict", str(stage)], "opa check --strict")
+        if checked.returncode != 0:
+            raise _refused(checked, "opa check --strict", shown)
         say(f"running Rego tests of {rego} and {tests} against the data of {policies}")
         completed = _opa([str(opa), "test", "--format", "json", str(stage)], "opa test")
         report.results += _rego_results(_json_output(completed, "opa test", shown), shown)
