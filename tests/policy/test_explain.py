@@ -209,6 +209,7 @@ def test_effective_shows_the_retention_a_contributor_gets(
     assert capture["default_expiry_ms"] == 90 * 86_400_000
     assert capture["retain_allowed"] is False
     assert capture["expiry_in_100_years"]["reasons"] == ["expires_beyond_ceiling"]
+    assert capture["ceiling_ms"] == 365 * 86_400_000
     assert capture["consented_families"] == ["family:support-case-notes"]
 
 

@@ -190,9 +190,8 @@ def _print_effective(report: dict[str, Any]) -> None:
             print(f"  because: {source['why']}  [{source['source']}]")
     capture = report.get("capture")
     if capture is not None:
-        print(
-            f"\ncapture retention: default expiry {capture['default_expiry_ms']} ms after capture"
-        )
+        print(f"\ncapture retention: default expiry {_duration(capture['default_expiry_ms'])}")
+        print(f"  latest expiry accepted (ceiling): {_duration(capture['ceiling_ms'])}")
         print(f"  retain derivatives: {'allowed' if capture['retain_allowed'] else 'denied'}")
         distant = capture["expiry_in_100_years"]
         print(
@@ -208,6 +207,16 @@ def _print_effective(report: dict[str, Any]) -> None:
             f"maintenance ({m['operator']}): read {m['read']['allow']}, "
             f"maintain {m['maintain']['allow']}"
         )
+
+
+def _duration(ms: object) -> str:
+    """`7776000000` -> `90d after capture` (the YAML's units); None -> `none`."""
+    if not isinstance(ms, int):
+        return "none"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit} after capture"
+    return f"{ms}ms after capture"
 
 
 def _families(data: bytes, tenant: str, workspace: str) -> list[str]:

@@ -67,17 +67,22 @@ def _retention(
     capture = "engram_memory_capture"
     default = _domain(ask(_call(tool=capture)), "retention")
     retain = _domain(ask(_call(tool=capture, derivative_rule="retain")), "retention")
-    far = format_instant(now_ms + _CENTURY_MS)
-    distant = _domain(ask(_call(tool=capture, expires_at=far)), "retention")
+
+    def expiry_allowed(offset_ms: int) -> dict[str, Any]:
+        at = format_instant(now_ms + offset_ms)
+        return dict(_domain(ask(_call(tool=capture, expires_at=at)), "retention")["summary"])
+
+    distant = expiry_allowed(_CENTURY_MS)
     expires = default["summary"].get("expires_at_ms")
     out: dict[str, Any] = {
         "default_expiry_ms": None if expires is None else expires - now_ms,
         "default_reasons": default["summary"].get("reasons", []),
         "retain_allowed": retain["summary"].get("allow") is True,
         "expiry_in_100_years": {
-            "allowed": distant["summary"].get("allow") is True,
-            "reasons": distant["summary"].get("reasons", []),
+            "allowed": distant.get("allow") is True,
+            "reasons": distant.get("reasons", []),
         },
+        "ceiling_ms": _latest_expiry(expiry_allowed) if distant.get("allow") is False else None,
         "sources": default.get("sources", []),
     }
     consented = []
@@ -87,6 +92,21 @@ def _retention(
             consented.append(family)
     out["consented_families"] = consented
     return out
+
+
+def _latest_expiry(expiry_allowed: Callable[[int], dict[str, Any]]) -> int | None:
+    """The largest expiry offset (ms after capture) the policy accepts, found by bisection
+    over its own answers (at most ~42 evaluations); None if even 1 ms is refused."""
+    low, high = 0, _CENTURY_MS  # low: accepted (or 0), high: refused
+    if expiry_allowed(1).get("allow") is not True:
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if expiry_allowed(middle).get("allow") is True:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def effective_permissions(
