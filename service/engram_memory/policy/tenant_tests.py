@@ -6,7 +6,7 @@ the tests ("overlapping roots"). So everything is staged in a temporary director
 the bundle lays it out: the Rego modules (tests included) under `rego/`, the compiled
 `data.json` at the top (so OPA loads it as `data.engram.config`, as from the bundle), and the
 author's `policies/tests/**/*.rego` under `tenant_tests/`. The pinned `opa test` runs on it;
-the YAML case tables (`policy/test_cases.py`) are evaluated by one `opa eval` over the same
+the YAML case tables (`policy/case_tables.py`) are evaluated by one `opa eval` over the same
 tree, each case's inputs built by `calls.plan_call` exactly as the service builds them.
 """
 
@@ -24,9 +24,9 @@ from typing import Any
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy.calls import DOMAIN_OF_PATH
+from engram_memory.policy.case_tables import TestCase, load_cases, mismatches
 from engram_memory.policy.data_compiler import compile_policies
 from engram_memory.policy.opa_binary import require_opa_binary
-from engram_memory.policy.test_cases import TestCase, load_cases, mismatches
 
 Progress = Callable[[str], None]
 _QUERIES_KEY = "engram_policy_test_queries"
@@ -41,6 +41,8 @@ class PolicyTestError(ConfigurationError):
 class TestResult:
     """One test: `rego` (an `opa test` rule) or `table` (a YAML case)."""
 
+    __test__ = False  # not a pytest class, whatever its name
+
     kind: str
     name: str
     location: str
@@ -50,6 +52,8 @@ class TestResult:
 
 @dataclass
 class TestReport:
+    __test__ = False  # not a pytest class, whatever its name
+
     results: list[TestResult] = field(default_factory=list)
     # Source module -> percent of its lines covered by the Rego tests (`--coverage` only).
     coverage: dict[str, float] | None = None

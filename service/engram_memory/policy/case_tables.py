@@ -46,6 +46,8 @@ _CASE_KEYS = frozenset({"name", "binding", "call", "expect"})
 class TestCase:
     """One row of a table: where it is, what it asks, what it expects per domain."""
 
+    __test__ = False  # not a pytest class, whatever its name
+
     name: str
     location: str
     binding: Binding
