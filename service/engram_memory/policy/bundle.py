@@ -33,6 +33,7 @@ from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy.data_compiler import compile_policies
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.opa_binary import opa_version, require_opa_binary
+from engram_memory.policy.tenant_tests import describe_report, run_policy_tests
 
 DOMAINS: tuple[str, ...] = (
     "discovery",
@@ -201,12 +202,16 @@ def build_bundle(
     label: str,
     opa_bin: Path | str | None = None,
     run_tests: bool = True,
+    tests_dir: Path | str | None = None,
     progress: Progress | None = None,
 ) -> BundleIdentity:
-    """Validate, test and build a bundle into `out_dir` (see module docstring).
+    """Validate, test and build a bundle into `out_dir` (see module docstring). The tests
+    are `policy test`'s: the Rego tests and the tenant tests of `tests_dir` (default
+    `<policies_dir>/tests`) against the compiled data.
 
     Raises:
-        PolicyDataError: the policy data is invalid.
+        PolicyDataError: the policy data or a tenant test table is invalid.
+        PolicyTestError: OPA refused a test module.
         OpaBinaryNotFound: no OPA binary.
         BundleError: `opa check`/`opa test`/`opa build` failed.
     """
@@ -226,8 +231,10 @@ def build_bundle(
     say(f"[2/6] checking Rego in {rego_root} (opa check --strict, OPA {version})")
     _run([str(opa), "check", "--strict", str(rego_root)], rego_root, "opa check --strict")
     if run_tests:
-        say("[3/6] running Rego unit tests (opa test)")
-        _run([str(opa), "test", str(rego_root)], rego_root, "opa test")
+        say("[3/6] running the Rego tests and the tenant tests (engram-memory policy test)")
+        report = run_policy_tests(rego_root, policies_dir, tests_dir, opa_bin=opa)
+        if report.failed:
+            raise BundleError("policy tests failed:\n" + "\n".join(describe_report(report)))
     else:
         say("[3/6] skipping Rego unit tests")
     with tempfile.TemporaryDirectory(prefix="engram-bundle-") as tmp:

@@ -1,4 +1,5 @@
-"""`engram-memory policy build | check | validate | verify | identity`.
+"""`engram-memory policy build | check | validate | verify | identity` (and `test |
+explain | effective`, in `authoring_cli.py`).
 
 For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
 pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engram_memory.contract.errors import ConfigurationError
+from engram_memory.policy import authoring_cli
 from engram_memory.policy.bundle import (
     DEFAULT_BUNDLE_DIR,
     DEFAULT_LABEL,
@@ -41,7 +44,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     build.add_argument("--out", help="output directory (default: the shipped bundle)")
     build.add_argument("--label", default=DEFAULT_LABEL, help="revision label")
     build.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
-    build.add_argument("--skip-tests", action="store_true", help="do not run `opa test`")
+    build.add_argument("--tests", help="tenant tests directory (default <policies>/tests)")
+    build.add_argument(
+        "--skip-tests", action="store_true", help="do not run the Rego and tenant tests"
+    )
 
     check = policy_sub.add_parser(
         "check", help="fail unless the shipped bundle matches the sources"
@@ -61,6 +67,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     identity = policy_sub.add_parser("identity", help="print a bundle's revision and digest")
     identity.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+    authoring_cli.add_parsers(policy_sub)
     return parser
 
 
@@ -69,16 +76,24 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one `policy` subcommand; exit codes: 0 ok, 1 check failed.
+    """Run one `policy` subcommand; exit codes: 0 ok, 1 check or test failed.
 
     Raises:
         ConfigurationError: invalid data, missing OPA, failed build, bundle mismatch (the
             CLI prints it and exits 2).
     """
     command = args.policy_command
+    if command in authoring_cli.COMMANDS:
+        return authoring_cli.run(args)
     if command == "build":
         if args.out is None and args.rego is None and args.policies is None:
-            identity = build_default_bundle(opa_bin=args.opa, progress=_progress)
+            if args.tests is not None:
+                raise ConfigurationError(
+                    "--tests needs --out: the shipped bundle uses policies/tests"
+                )
+            identity = build_default_bundle(
+                opa_bin=args.opa, progress=_progress, run_tests=not args.skip_tests
+            )
         else:
             identity = build_bundle(
                 Path(args.rego or "rego"),
@@ -87,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
                 label=args.label,
                 opa_bin=args.opa,
                 run_tests=not args.skip_tests,
+                tests_dir=args.tests,
                 progress=_progress,
             )
         print(identity.revision)

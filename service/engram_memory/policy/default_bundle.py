@@ -84,7 +84,10 @@ def shipped_bundle_differs(
 
 
 def build_default_bundle(
-    *, opa_bin: Path | str | None = None, progress: Progress | None = None
+    *,
+    opa_bin: Path | str | None = None,
+    progress: Progress | None = None,
+    run_tests: bool = True,
 ) -> BundleIdentity:
     """Rebuild the bundle shipped as package data from the checkout's `rego/` + `policies/`
     (what `engram-memory policy build` does without arguments).
@@ -95,7 +98,13 @@ def build_default_bundle(
     rego, policies = default_sources()
     with tempfile.TemporaryDirectory(prefix="engram-default-bundle-") as tmp:
         identity = build_bundle(
-            rego, policies, tmp, label=DEFAULT_LABEL, opa_bin=opa_bin, progress=progress
+            rego,
+            policies,
+            tmp,
+            label=DEFAULT_LABEL,
+            opa_bin=opa_bin,
+            run_tests=run_tests,
+            progress=progress,
         )
         verify_bundle(tmp)
         DEFAULT_BUNDLE_DIR.mkdir(parents=True, exist_ok=True)
