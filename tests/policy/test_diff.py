@@ -142,7 +142,7 @@ def test_a_data_change_no_call_can_observe_is_listed_but_exits_0(
     code, report = _diff(base_bundle, _source_tree(tmp_path, unused_role), opa_bin, capsys)
     assert code == 0
     assert report["data_changes"] == [
-        {"scope": "bank/advice", "change": 'role auditor added: ["engram_memory_search"]'}
+        {"scope": "bank/advice", "change": "role auditor added: [engram_memory_search]"}
     ]
 
 

@@ -29,7 +29,7 @@ _ITEM_NAMES: dict[str, str] = {
     "allowed_fields": "field",
     "tools": "tool",
     "consented_families": "family",
-    "never_store_patterns": "never-store pattern",
+    "never_store_patterns": "pattern",
     "evidence_ref_prefixes": "prefix",
     "source_ref_prefixes": "prefix",
     "component_kinds": "kind",
@@ -46,6 +46,13 @@ _RENAMED: dict[str, str] = {
     "per_ms": "per",
     "redaction": "redaction rule",
     "rate_limits": "rate limit",
+    "never_store_patterns": "never_store.patterns",
+}
+# What one unnamed entry of a list is (a principal's grants, a tool's confirmation selectors).
+_ENTRY_NOUNS: dict[str, str] = {
+    "principals": "a grant",
+    "groups": "a grant",
+    "require": "a selector",
 }
 _UNITS: tuple[tuple[str, int], ...] = (
     ("d", 86_400_000),
@@ -75,6 +82,19 @@ def duration_text(milliseconds: int) -> str:
     return f"{milliseconds}ms"
 
 
+def _flow(value: object) -> str:
+    """YAML flow style, as an author would write the value inline."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{key}: {_flow(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(item) for item in value) + "]"
+    if isinstance(value, str):
+        return value if value and value.strip() == value and "," not in value else json.dumps(value)
+    return json.dumps(value)
+
+
 def _show(key: str, value: object) -> str:
     if key.endswith("_ms") and isinstance(value, int) and not isinstance(value, bool):
         return duration_text(value)
@@ -82,7 +102,7 @@ def _show(key: str, value: object) -> str:
         value = sorted(value)
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
+    return _flow(value)
 
 
 def _is_set(value: object) -> bool:
@@ -109,7 +129,7 @@ class _Differ:
 
     def value(self, scope: str, label: str, key: str, old: object, new: object) -> None:
         """Compare the values of one key; `label` names it as the author would."""
-        if old == new:
+        if old == new or (old is None and new in ({}, [])) or (new is None and old in ({}, [])):
             return
         if old is None or new is None:
             verb, shown = ("added:", new) if old is None else ("removed", None)
@@ -126,7 +146,7 @@ class _Differ:
         ):
             self._named(scope, label, key, old, new)
         elif isinstance(old, list) and isinstance(new, list) and key in _ENTRY_LABELS:
-            self._entries(scope, label, old, new)
+            self._entries(scope, label, _ENTRY_NOUNS.get(key, "entry"), old, new)
         else:
             self.say(scope, label, f"{_show(key, old)} -> {_show(key, new)}")
 
@@ -176,7 +196,10 @@ class _Differ:
         for position, rule in enumerate(new):
             name = rule["name"]
             if name not in before:
-                self.say(scope, f"{kind} {name}", f"added at position {position + 1}")
+                body = {field: value for field, value in rule.items() if field != "name"}
+                self.say(
+                    scope, f"{kind} {name}", f"added at position {position + 1}: {_flow(body)}"
+                )
                 continue
             for field in sorted(set(before[name]) | set(rule)):
                 if field != "name":
@@ -195,7 +218,7 @@ class _Differ:
             )
 
     def _entries(
-        self, scope: str, label: str, old: Sequence[object], new: Sequence[object]
+        self, scope: str, label: str, noun: str, old: Sequence[object], new: Sequence[object]
     ) -> None:
         """Unnamed entries (several grants of one principal): one grant each side compares
         field by field; otherwise entries removed and added."""
@@ -219,10 +242,10 @@ class _Differ:
         rendered_new = [_show("", entry) for entry in new]
         for entry in rendered_old:
             if entry not in rendered_new:
-                self.say(scope, label, f"lost entry {entry}")
+                self.say(scope, label, f"lost {noun} {entry}")
         for entry in rendered_new:
             if entry not in rendered_old:
-                self.say(scope, label, f"gained entry {entry}")
+                self.say(scope, label, f"gained {noun} {entry}")
 
 
 def _items(value: object) -> list[str]:
@@ -236,24 +259,41 @@ def _tenants(document: Mapping[str, Any]) -> Mapping[str, Any]:
     return tenants if isinstance(tenants, Mapping) else {}
 
 
+def _blank(value: object) -> object:
+    """What an absent entry compares as: an empty value of the same kind."""
+    if isinstance(value, Mapping):
+        return {}
+    if isinstance(value, list):
+        return []
+    return False if isinstance(value, bool) else None
+
+
+def _baseline(body: object) -> dict[str, Any]:
+    """An added tenant or workspace is compared with an empty one, so its content is listed
+    entry by entry (`grant user:eve added: ...`) like any other change."""
+    if not isinstance(body, Mapping):
+        return {}
+    return {key: _blank(value) for key, value in body.items()}
+
+
 def diff_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[DataChange]:
     """Every difference between two compiled data documents, tenant by tenant, workspace by
-    workspace, in YAML terms; empty when they are equal."""
+    workspace, in YAML terms; empty when they are equal. An added tenant or workspace is
+    listed with its content; a removed one in one line."""
     differ = _Differ()
     before, after = _tenants(old), _tenants(new)
     for tenant in sorted(set(before) | set(after)):
         if tenant not in after:
             differ.say("", f"tenant {tenant}", "removed")
             continue
-        if tenant not in before:
-            workspaces = ", ".join(sorted(after[tenant].get("workspaces", {}))) or "none"
-            differ.say("", f"tenant {tenant}", f"added (workspaces: {workspaces})")
-        old_tenant = before.get(tenant, {"workspaces": {}})
         new_tenant = after[tenant]
+        if tenant not in before:
+            differ.say("", f"tenant {tenant}", "added")
+        old_tenant = before.get(tenant, _baseline(new_tenant))
         for key in sorted(set(old_tenant) | set(new_tenant)):
-            if key != "workspaces" and tenant in before:
+            if key != "workspaces":
                 differ.value(tenant, key, key, old_tenant.get(key), new_tenant.get(key))
-        old_ws, new_ws = old_tenant.get("workspaces", {}), new_tenant.get("workspaces", {})
+        old_ws, new_ws = old_tenant.get("workspaces") or {}, new_tenant.get("workspaces") or {}
         for name in sorted(set(old_ws) | set(new_ws)):
             scope = f"{tenant}/{name}"
             if name not in new_ws:
@@ -261,10 +301,8 @@ def diff_data(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[DataChange
                 continue
             if name not in old_ws:
                 differ.say(scope, "workspace", "added")
-            base = old_ws.get(name, {})
+            base = old_ws.get(name, _baseline(new_ws[name]))
             for key in sorted(set(base) | set(new_ws[name])):
-                if name in old_ws:
-                    differ.value(
-                        scope, _RENAMED.get(key, key), key, base.get(key), new_ws[name].get(key)
-                    )
+                label = _RENAMED.get(key, key)
+                differ.value(scope, label, key, base.get(key), new_ws[name].get(key))
     return differ.changes
