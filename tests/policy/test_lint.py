@@ -140,6 +140,11 @@ def test_a_prefix_covered_by_another_in_the_same_list_is_redundant(tmp_path: Pat
         ('["purpose:advice"]\n    redaction', '["advice"]\n    redaction', '"advice"'),
         ('"family:advice-notes"', '"advice-notes"', '"advice-notes"'),
         ("advisers\n        roles: [adviser]", 'advisers\n        principals: ["ann"]', '"ann"'),
+        (
+            "true\nworkspaces:",
+            'true\nretention:\n  retain:\n    principals: ["ann"]\nworkspaces:',
+            '"ann"',
+        ),
     ],
 )
 def test_an_identifier_without_its_type_prefix_warns_at_its_line(

@@ -1,12 +1,13 @@
 """The calls `policy diff` asks both bundles about, generated from both data documents.
 
-Every tenant, workspace, principal, group and purpose named in EITHER document, plus one
-unlisted value of each as a control (what a stranger gets must not change silently either),
-crossed into subjects; each subject asks every domain it can touch: discovery, authz and
-confirmation for every tool, retention around every ceiling and TTL named, reconciliation
-for every family named, admission with candidates on either side of every prefix and
-citation threshold named, and maintenance for every operator and authority. Inputs have the
-exact shapes `policy/decider.py` sends, so a decision that changes here changes in service.
+Every tenant, and within it every workspace, principal, group and purpose named in EITHER
+document, plus one unlisted value of each as a control (what a stranger gets must not
+change silently either), crossed into subjects; each subject asks every domain it can
+touch: discovery, authz and confirmation for every tool, retention around every ceiling and
+TTL named, reconciliation for every family named, admission with candidates on either side
+of every prefix and citation threshold named, and maintenance for every operator and
+authority. Inputs have the exact shapes `policy/decider.py` sends, so a decision that
+changes here changes in service.
 """
 
 from __future__ import annotations
@@ -103,13 +104,17 @@ def _walk(node: object, key: str, names: _Names) -> None:
             names.durations_ms.add(node)
 
 
-def _names(documents: tuple[Mapping[str, Any], ...]) -> _Names:
+def _names(tenant: str, documents: tuple[Mapping[str, Any], ...]) -> _Names:
+    """What either document names in `tenant` (another tenant's names reach this one's
+    lookups exactly like the unlisted controls do, so they would only repeat them)."""
     names = _Names({}, set(), set(), set(), set(), set(), set(), set(), set(), set())
+    names.tenants[tenant] = set()
     for document in documents:
-        for tenant, body in _tenants(document).items():
-            workspaces = body.get("workspaces", {}) if isinstance(body, Mapping) else {}
-            names.tenants.setdefault(tenant, set()).update(workspaces)
-        _walk(_tenants(document), "", names)
+        body = _tenants(document).get(tenant)
+        if isinstance(body, Mapping):
+            workspaces = body.get("workspaces")
+            names.tenants[tenant].update(workspaces if isinstance(workspaces, Mapping) else ())
+            _walk(body, "", names)
     return names
 
 
@@ -194,39 +199,40 @@ def _subject_calls(
         )
 
 
-def generate_calls(*documents: Mapping[str, Any]) -> list[Call]:
-    """Every call of the corpus for these compiled data documents (see module docstring)."""
-    names = _names(documents)
+def _tenant_calls(tenant: str, names: _Names) -> Iterator[Call]:
     expiries = _expiries(names)
-    tenants = {**names.tenants, UNLISTED_TENANT: set()}
     callers: list[tuple[str, tuple[str, ...]]] = [
         (principal, ()) for principal in [*sorted(names.principals), UNLISTED_PRINCIPAL]
     ]
     callers += [(UNLISTED_PRINCIPAL, (group,)) for group in sorted(names.groups)]
     purposes = [*sorted(names.purposes), UNLISTED_PURPOSE]
+    for workspace in [*sorted(names.tenants[tenant]), UNLISTED_WORKSPACE]:
+        scope = f"{tenant}/{workspace}"
+        for principal, groups in callers:
+            for purpose in purposes:
+                subject = _subject(tenant, workspace, principal, purpose)
+                member = ""
+                if groups:
+                    subject["groups"] = list(groups)
+                    member = f" (in {', '.join(groups)})"
+                who = f"{scope} {principal}{member} {purpose}"
+                yield from _subject_calls(subject, who, names, expiries)
+        for operator in [*sorted(names.operators), UNLISTED_OPERATOR]:
+            for authority, operation in _OPERATIONS.items():
+                policy_input = {
+                    "tenant": tenant,
+                    "workspace": workspace,
+                    "operator": operator,
+                    "authority": authority,
+                    "operation": operation,
+                }
+                yield Call("maintenance", policy_input, f"{scope} {operator} {authority}")
+
+
+def generate_calls(*documents: Mapping[str, Any]) -> list[Call]:
+    """Every call of the corpus for these compiled data documents (see module docstring)."""
+    tenants = {name for document in documents for name in _tenants(document)}
     calls: list[Call] = []
-    for tenant in sorted(tenants):
-        for workspace in [*sorted(tenants[tenant]), UNLISTED_WORKSPACE]:
-            scope = f"{tenant}/{workspace}"
-            for principal, groups in callers:
-                for purpose in purposes:
-                    subject = _subject(tenant, workspace, principal, purpose)
-                    member = ""
-                    if groups:
-                        subject["groups"] = list(groups)
-                        member = f" (in {', '.join(groups)})"
-                    who = f"{scope} {principal}{member} {purpose}"
-                    calls.extend(_subject_calls(subject, who, names, expiries))
-            for operator in [*sorted(names.operators), UNLISTED_OPERATOR]:
-                for authority, operation in _OPERATIONS.items():
-                    policy_input = {
-                        "tenant": tenant,
-                        "workspace": workspace,
-                        "operator": operator,
-                        "authority": authority,
-                        "operation": operation,
-                    }
-                    calls.append(
-                        Call("maintenance", policy_input, f"{scope} {operator} {authority}")
-                    )
+    for tenant in [*sorted(tenants), UNLISTED_TENANT]:
+        calls.extend(_tenant_calls(tenant, _names(tenant, documents)))
     return calls

@@ -70,7 +70,8 @@ def _check_identifiers(out: _Collector, ws: Workspace, base: Path_) -> None:
     """`missing-type-prefix`: principals, purposes and families without their `<type>:`."""
     for position, grant in enumerate(ws.grants):
         loc = (*base, "grants", position, "principal")
-        if not _TYPED.match(grant.principal):
+        # A grant may name a group instead (its `group:` form is checked by the schema).
+        if grant.principal is not None and not _TYPED.match(grant.principal):
             out.warn(
                 "missing-type-prefix",
                 loc,
@@ -83,12 +84,7 @@ def _check_identifiers(out: _Collector, ws: Workspace, base: Path_) -> None:
     for loc, principals in _principal_lists(ws, base):
         for index, principal in enumerate(principals):
             if not _TYPED.match(principal):
-                out.warn(
-                    "missing-type-prefix",
-                    (*loc, index),
-                    f"principal {principal!r} has no type prefix (e.g. 'user:{principal}'); "
-                    "it selects nobody",
-                )
+                out.warn("missing-type-prefix", (*loc, index), _untyped_principal(principal))
     for position, rule in enumerate(ws.redaction):
         for index, purpose in enumerate(rule.purposes or ()):
             _check_typed(out, (*base, "redaction", position, "purposes", index), purpose, "purpose")
@@ -96,6 +92,12 @@ def _check_identifiers(out: _Collector, ws: Workspace, base: Path_) -> None:
     for index, family in enumerate(families):
         loc = (*base, "reconciliation", "consented_families", index)
         _check_typed(out, loc, family, "family")
+
+
+def _untyped_principal(principal: str) -> str:
+    return (
+        f"principal {principal!r} has no type prefix (e.g. 'user:{principal}'); it selects nobody"
+    )
 
 
 def _check_typed(out: _Collector, loc: Path_, value: str, kind: str) -> None:
@@ -228,6 +230,11 @@ def _check_prefixes(out: _Collector, ws: Workspace, base: Path_) -> None:
 def lint_policy(policy: TenantPolicy, source: YamlSource) -> list[LintWarning]:
     """Every warning for one validated tenant file (`source` holds its lines)."""
     out = _Collector(source)
+    if policy.retention is not None and policy.retention.retain is not None:
+        for index, principal in enumerate(policy.retention.retain.principals or ()):
+            if not _TYPED.match(principal):
+                loc: Path_ = ("retention", "retain", "principals", index)
+                out.warn("missing-type-prefix", loc, _untyped_principal(principal))
     for name, ws in policy.workspaces.items():
         base: Path_ = ("workspaces", name)
         _check_redaction(out, policy, ws, base)
