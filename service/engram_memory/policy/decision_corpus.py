@@ -26,6 +26,7 @@ UNLISTED_PURPOSE = "purpose:engram-diff-unlisted"
 UNLISTED_FAMILY = "family:engram-diff-unlisted"
 UNLISTED_OPERATOR = "human:engram-diff-unlisted"
 UNLISTED_REF = "engram-diff-unlisted"
+UNLISTED_TOOL = "engram_memory_engram_diff_unlisted"
 AGENT_ID = "agent:engram-diff"
 HOST_ID = "host:engram-diff"
 # A fixed instant (2026-01-01T00:00:00Z) so every answer is reproducible.
@@ -175,8 +176,10 @@ def _expiries(names: _Names) -> list[tuple[int | None, str]]:
 def _subject_calls(
     subject: dict[str, Any], who: str, names: _Names, expiries: list[tuple[int | None, str]]
 ) -> Iterator[Call]:
-    yield Call("discovery", {**subject, "host_memory_enabled": True}, f"{who} tools/list")
-    for tool in TOOLS:
+    for host_enabled in (True, False):
+        shown = "tools/list" if host_enabled else "tools/list, host memory off"
+        yield Call("discovery", {**subject, "host_memory_enabled": host_enabled}, f"{who} {shown}")
+    for tool in (*TOOLS, UNLISTED_TOOL):
         yield Call("authz", {**subject, "tool": tool}, f"{who} {tool}")
         yield Call("confirmation", {**subject, "tool": tool}, f"{who} {tool}")
     for rule in ("make-ineligible", "retain"):
