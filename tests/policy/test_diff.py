@@ -12,6 +12,8 @@ import pytest
 
 from engram_memory.cli import main
 from engram_memory.policy.bundle import build_bundle
+from engram_memory.policy.data_diff import diff_data
+from engram_memory.policy.decision_corpus import generate_calls
 from tests.policy.conftest import REGO_DIR
 
 BANK = """\
@@ -180,3 +182,22 @@ def test_a_bundle_that_does_not_match_its_lock_exits_2(
     (tampered / "policy.wasm").write_bytes(b"\0asm")
     code = main(["policy", "diff", str(base_bundle), str(tampered), "--opa", str(opa_bin)])
     assert code == 2
+
+
+def _document(workspace: dict[str, Any]) -> dict[str, Any]:
+    tenant = {"memory_enabled": True, "workspaces": {"advice": workspace}}
+    return {"engram": {"config": {"tenants": {"bank": tenant}}}}
+
+
+def test_group_grants_are_diffed_by_group_and_asked_as_a_member_of_the_group() -> None:
+    before = _document({"groups": {"group:advisers": [{"roles": ["adviser"]}]}})
+    after = _document({"groups": {"group:advisers": [{"roles": ["adviser", "auditor"]}]}})
+    assert [str(change) for change in diff_data(before, after)] == [
+        "bank/advice: grant group:advisers gained role auditor"
+    ]
+    members = {
+        (call.policy_input["principal"], tuple(call.policy_input["groups"]))
+        for call in generate_calls(before, after)
+        if "groups" in call.policy_input
+    }
+    assert members == {("user:engram-diff-unlisted", ("group:advisers",))}
