@@ -82,6 +82,19 @@ def test_a_closed_workspace_without_redaction_does_not_warn(tmp_path: Path) -> N
     assert _warnings(tmp_path, text) == []
 
 
+def test_a_reading_grant_no_redaction_rule_selects_warns_at_the_grant(tmp_path: Path) -> None:
+    rule = '        roles: [adviser]\n        purposes: ["purpose:advice"]\n        allowed'
+    assert rule in CLEAN
+    text = CLEAN.replace(rule, rule.replace("purpose:advice", "purpose:audit"))
+    line = _line_of(text, 'principal: "user:ann"')
+    assert _warnings(tmp_path, text) == [("unredacted-grant", line)]
+    by_principal = text.replace(
+        '        roles: [adviser]\n        purposes: ["purpose:audit"]',
+        '        principals: ["user:ann"]',
+    )
+    assert _warnings(tmp_path, by_principal) == []
+
+
 def test_adjudication_without_a_maintain_operator_warns_at_the_adjudicate_rule(
     tmp_path: Path,
 ) -> None:
@@ -137,9 +150,9 @@ def test_a_prefix_covered_by_another_in_the_same_list_is_redundant(tmp_path: Pat
     ("before", "after", "needle"),
     [
         ('principal: "user:ann"', 'principal: "ann"', '"ann"'),
-        ('["purpose:advice"]\n    redaction', '["advice"]\n    redaction', '"advice"'),
+        ('["purpose:advice"]', '["advice"]', '"advice"'),
         ('"family:advice-notes"', '"advice-notes"', '"advice-notes"'),
-        ("advisers\n        roles: [adviser]", 'advisers\n        principals: ["ann"]', '"ann"'),
+        ("advisers\n", 'advisers\n        principals: ["ann"]\n', '"ann"'),
         (
             "true\nworkspaces:",
             'true\nretention:\n  retain:\n    principals: ["ann"]\nworkspaces:',
@@ -151,9 +164,9 @@ def test_an_identifier_without_its_type_prefix_warns_at_its_line(
     tmp_path: Path, before: str, after: str, needle: str
 ) -> None:
     assert before in CLEAN
-    text = CLEAN.replace(before, after, 1)
-    found = _warnings(tmp_path, text)
-    assert found == [("missing-type-prefix", _line_of(text, needle))]
+    text = CLEAN.replace(before, after)
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if needle in line]
+    assert _warnings(tmp_path, text) == [("missing-type-prefix", line) for line in lines]
 
 
 def test_an_operator_without_human_prefix_stays_an_error(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from engram_memory.policy.data import (
     Admission,
+    RedactionRule,
     TenantPolicy,
     Workspace,
     load_policies,
@@ -119,6 +120,52 @@ def _check_redaction(out: _Collector, policy: TenantPolicy, ws: Workspace, base:
             "memory is enabled but there is no redaction rule: every search and get "
             "discloses only record_id",
         )
+
+
+_READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
+
+
+def _applies(purposes: Sequence[str] | None, purpose: str | None) -> bool:
+    """Does a purpose list (None: any purpose) cover `purpose` (None: one nobody lists)?"""
+    return purposes is None or (purpose is not None and purpose in purposes)
+
+
+def _selects(rule: RedactionRule, grantee: str, roles: set[str], purpose: str | None) -> bool:
+    if not _applies(rule.purposes, purpose):
+        return False
+    if not rule.principals and not rule.roles:
+        return True
+    return grantee in (rule.principals or ()) or bool(roles & set(rule.roles or ()))
+
+
+def _check_grant_redaction(out: _Collector, ws: Workspace, base: Path_) -> None:
+    """`unredacted-grant`: a grant that lets its holder search or get, for a purpose no
+    redaction rule selects them under, so those reads disclose only `record_id`."""
+    if not ws.memory_enabled or not ws.redaction:
+        return  # closed, or `no-redaction-rule` already says it for the whole workspace
+    named = sorted({p for rule in ws.redaction for p in rule.purposes or ()})
+    for position, grant in enumerate(ws.grants):
+        tools = {tool for role in grant.roles for tool in ws.roles.get(role, ())}
+        if not tools & _READ_TOOLS:
+            continue
+        grantee = str(getattr(grant, "grantee", grant.principal))
+        same = [g for g in ws.grants if str(getattr(g, "grantee", g.principal)) == grantee]
+        purposes: list[str | None] = [*grant.purposes] if grant.purposes else [None, *named]
+        unselected = []
+        for purpose in purposes:
+            roles = {r for g in same if _applies(g.purposes, purpose) for r in g.roles}
+            if not any(_selects(rule, grantee, roles, purpose) for rule in ws.redaction):
+                unselected.append(purpose)
+        if grant.purposes is None and len(unselected) < len(purposes):
+            continue  # some purpose discloses fields; the others may be meant
+        for purpose in unselected:
+            when = f"for {purpose}" if purpose is not None else "for any purpose"
+            out.warn(
+                "unredacted-grant",
+                (*base, "grants", position),
+                f"{grantee} may search or get but no redaction rule selects it {when}: "
+                "those reads disclose only record_id",
+            )
 
 
 def _adjudication_possible(admission: Admission) -> bool:
@@ -238,6 +285,7 @@ def lint_policy(policy: TenantPolicy, source: YamlSource) -> list[LintWarning]:
     for name, ws in policy.workspaces.items():
         base: Path_ = ("workspaces", name)
         _check_redaction(out, policy, ws, base)
+        _check_grant_redaction(out, ws, base)
         _check_adjudication(out, ws, base)
         _check_prefixes(out, ws, base)
         _check_identifiers(out, ws, base)
