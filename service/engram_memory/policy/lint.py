@@ -106,8 +106,8 @@ def _check_typed(out: _Collector, loc: Path_, value: str, kind: str) -> None:
         out.warn(
             "missing-type-prefix",
             loc,
-            f"{kind} {value!r} does not start with '{kind}:'; calls carry '{kind}:<name>', "
-            "so it never matches",
+            f"{kind} {value!r} does not start with '{kind}:'; hosts bind '{kind}:<name>', "
+            "so it probably matches nothing",
         )
 
 
