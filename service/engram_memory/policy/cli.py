@@ -23,7 +23,6 @@ from engram_memory.policy.default_bundle import (
     default_bundle_is_current,
     shipped_bundle_differs,
 )
-from engram_memory.policy.diff import run_diff
 from engram_memory.policy.lint import run_validate
 
 
@@ -125,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     if command == "validate":
         return run_validate(args.policies, strict=args.strict)
     if command == "diff":
+        # Imported here: it loads the Wasm runtime, which no other command of this CLI needs.
+        from engram_memory.policy.diff import run_diff
+
         return run_diff(args.a, args.b, as_json=args.json, limit=args.limit, opa_bin=args.opa)
     identity = verify_bundle(args.bundle_dir)
     if command == "verify":
