@@ -87,12 +87,19 @@ def _flow(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{key}: {_flow(item)}" for key, item in value.items()) + "}"
+        return "{" + ", ".join(_flow_member(str(key), item) for key, item in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(_flow(item) for item in value) + "]"
     if isinstance(value, str):
         return value if value and value.strip() == value and "," not in value else json.dumps(value)
     return json.dumps(value)
+
+
+def _flow_member(key: str, value: object) -> str:
+    """`per: 1m`, not `per_ms: 60000`: milliseconds back to the duration the YAML wrote."""
+    if key.endswith("_ms") and isinstance(value, int) and not isinstance(value, bool):
+        return f"{key[:-3]}: {duration_text(value)}"
+    return f"{key}: {_flow(value)}"
 
 
 def _show(key: str, value: object) -> str:
@@ -134,7 +141,7 @@ class _Differ:
         if old is None or new is None:
             verb, shown = ("added:", new) if old is None else ("removed", None)
             self.say(scope, label, verb if shown is None else f"{verb} {_show(key, shown)}")
-        elif (_is_set(old) or old == []) and (_is_set(new) or new == []):
+        elif (_is_set(old) or old in ([], {})) and (_is_set(new) or new in ([], {})):
             self._set(scope, label, key, old, new)
         elif isinstance(old, Mapping) and isinstance(new, Mapping):
             self._mapping(scope, label, key, old, new)
@@ -197,15 +204,15 @@ class _Differ:
             name = rule["name"]
             if name not in before:
                 body = {field: value for field, value in rule.items() if field != "name"}
-                self.say(
-                    scope, f"{kind} {name}", f"added at position {position + 1}: {_flow(body)}"
-                )
+                # Only redaction is ordered (first match wins); rate limits all apply.
+                where = f" at position {position + 1}" if key == "redaction" else ""
+                self.say(scope, f"{kind} {name}", f"added{where}: {_flow(body)}")
                 continue
             for field in sorted(set(before[name]) | set(rule)):
                 if field != "name":
                     self.value(
                         scope,
-                        f"{kind} {name}: {field}",
+                        f"{kind} {name}: {_RENAMED.get(field, field)}",
                         field,
                         before[name].get(field),
                         rule.get(field),
