@@ -201,3 +201,42 @@ def test_group_grants_are_diffed_by_group_and_asked_as_a_member_of_the_group() -
         if "groups" in call.policy_input
     }
     assert members == {("user:engram-diff-unlisted", ("group:advisers",))}
+
+
+def test_data_changes_read_as_the_yaml_an_author_wrote() -> None:
+    before = _document(
+        {
+            "roles": {"adviser": ["engram_memory_search"]},
+            "principals": {"user:ann": [{"roles": ["adviser"]}]},
+            "redaction": [
+                {"name": "first", "allowed_fields": ["/components"]},
+                {"name": "second", "allowed_fields": [""]},
+            ],
+            "retention": {"ceiling_ms": 31_536_000_000},
+            "rate_limits": [{"name": "desk", "calls": 10, "per_ms": 60_000}],
+            "reconciliation": {"consented_families": {}},
+        }
+    )
+    after = _document(
+        {
+            "roles": {"adviser": ["engram_memory_get", "engram_memory_search"]},
+            "principals": {"user:ann": [{"roles": ["adviser"], "purposes": ["purpose:advice"]}]},
+            "redaction": [
+                {"name": "second", "allowed_fields": [""]},
+                {"name": "first", "allowed_fields": ["/components", "/citations"]},
+            ],
+            "retention": {"ceiling_ms": 15_552_000_000},
+            "rate_limits": [{"name": "desk", "calls": 10, "per_ms": 120_000}],
+            "reconciliation": {"consented_families": {"family:notes": True}},
+        }
+    )
+    assert [str(change) for change in diff_data(before, after)] == [
+        "bank/advice: grant user:ann now limited to purposes [purpose:advice]",
+        "bank/advice: rate limit desk: per 1m -> 2m",
+        "bank/advice: reconciliation.consented_families gained family family:notes",
+        "bank/advice: redaction rule first: allowed_fields gained field /citations",
+        "bank/advice: redaction rules reordered: second, first (first match wins)",
+        "bank/advice: retention.ceiling 365d -> 180d",
+        "bank/advice: role adviser gained tool engram_memory_get",
+    ]
+    assert diff_data(before, before) == []
