@@ -138,6 +138,11 @@ class _Differ:
         """Compare the values of one key; `label` names it as the author would."""
         if old == new or (old is None and new in ({}, [])) or (new is None and old in ({}, [])):
             return
+        if key in _ENTRY_LABELS and (old is None or new is None):
+            # A whole map of grants (say `groups`, new in this schema) added or removed:
+            # listed grant by grant, like any other change to it.
+            old, new = (old, new) if old is not None else (_blank(new), new)
+            old, new = (old, new) if new is not None else (old, _blank(old))
         if old is None or new is None:
             verb, shown = ("added:", new) if old is None else ("removed", None)
             self.say(scope, label, verb if shown is None else f"{verb} {_show(key, shown)}")
