@@ -40,6 +40,10 @@ workspaces:
 """
 
 
+def _line_of(text: str, needle: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 def _source_tree(root: Path, bank_yaml: str = BANK) -> Path:
     shutil.copytree(REGO_DIR, root / "rego")
     (root / "policies").mkdir()
@@ -71,8 +75,13 @@ def test_a_grant_that_gains_a_role_is_reported_in_yaml_terms_and_flips_decisions
     code, report = _diff(base_bundle, tree, opa_bin, capsys)
     assert code == 1
     assert report["behaviour_changed"] is True
+    grant_line = _line_of(BANK, 'principal: "user:ann"')
     assert report["data_changes"] == [
-        {"scope": "bank/advice", "change": "grant user:ann gained role contributor"}
+        {
+            "scope": "bank/advice",
+            "change": "grant user:ann gained role contributor",
+            "location": f"{tree / 'policies' / 'bank.yaml'}:{grant_line}",
+        }
     ]
     assert report["rego_changes"] == []
     flipped = {
@@ -141,10 +150,16 @@ def test_a_data_change_no_call_can_observe_is_listed_but_exits_0(
     base_bundle: Path, opa_bin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unused_role = BANK.replace("    grants:", "      auditor: [engram_memory_search]\n    grants:")
-    code, report = _diff(base_bundle, _source_tree(tmp_path, unused_role), opa_bin, capsys)
+    tree = _source_tree(tmp_path, unused_role)
+    # A is the source tree here, so the role is located in A's YAML.
+    code, report = _diff(tree, base_bundle, opa_bin, capsys)
     assert code == 0
     assert report["data_changes"] == [
-        {"scope": "bank/advice", "change": "role auditor added: [engram_memory_search]"}
+        {
+            "scope": "bank/advice",
+            "change": "role auditor removed",
+            "location": f"{tree / 'policies' / 'bank.yaml'}:{_line_of(unused_role, 'auditor:')}",
+        }
     ]
 
 

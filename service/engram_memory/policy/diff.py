@@ -32,6 +32,7 @@ from engram_memory.policy.bundle import (
 )
 from engram_memory.policy.data_diff import DataChange, diff_data
 from engram_memory.policy.decision_corpus import Call, generate_calls
+from engram_memory.policy.diff_locations import SourceLocator
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyUnavailable
 
@@ -51,6 +52,8 @@ class PolicySide:
     modules: dict[str, bytes]
     data: dict[str, Any]
     bundle_dir: Path
+    # A source tree's YAML, so data changes can point at their lines; None for a bundle.
+    policies_dir: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,8 @@ class PolicyDiff:
     a: PolicySide
     b: PolicySide
     data_changes: list[DataChange]
+    # `file:line` of each data change in a source tree's YAML (None: bundles only).
+    data_locations: list[str | None]
     rego_changes: list[RegoChange]
     calls: int
     decision_changes: list[DecisionChange]
@@ -124,7 +129,8 @@ def load_side(
     except (KeyError, ValueError) as exc:
         raise BundleError(f"{given}: bundle has no readable {DATA_FILE}") from exc
     modules = {name: body for name, body in files.items() if name.endswith(".rego")}
-    return PolicySide(given, kind, identity, modules, data, bundle_dir)
+    policies = path / "policies" if kind == "source tree" else None
+    return PolicySide(given, kind, identity, modules, data, bundle_dir, policies)
 
 
 def diff_rego(old: Mapping[str, bytes], new: Mapping[str, bytes]) -> list[RegoChange]:
@@ -194,14 +200,31 @@ def policy_diff(
         calls = generate_calls(a.data, b.data)
         progress(f"evaluating {len(calls)} calls against both bundles")
         changes = compare_decisions(a, b, calls, progress)
+        data_changes = diff_data(a.data, b.data)
         return PolicyDiff(
             a=a,
             b=b,
-            data_changes=diff_data(a.data, b.data),
+            data_changes=data_changes,
+            data_locations=_locations(a, b, data_changes),
             rego_changes=diff_rego(a.modules, b.modules),
             calls=len(calls),
             decision_changes=changes,
         )
+
+
+def _locations(a: PolicySide, b: PolicySide, changes: list[DataChange]) -> list[str | None]:
+    """Each change's line in B's YAML (in A's when it is a removal), where a side is a
+    source tree."""
+    old, new = (SourceLocator(s.policies_dir) if s.policies_dir else None for s in (a, b))
+    located: list[str | None] = []
+    for change in changes:
+        removal = change.change.endswith(" removed") or " lost " in change.change
+        first, second = (old, new) if removal else (new, old)
+        where = first.locate(change) if first is not None else None
+        if where is None and second is not None:
+            where = second.locate(change)
+        located.append(where)
+    return located
 
 
 def _compact(value: object) -> str:
@@ -252,7 +275,10 @@ def diff_as_json(diff: PolicyDiff) -> dict[str, object]:
         "a": _side_json(diff.a),
         "b": _side_json(diff.b),
         "behaviour_changed": diff.behaviour_changed,
-        "data_changes": [{"scope": c.scope, "change": c.change} for c in diff.data_changes],
+        "data_changes": [
+            {"scope": c.scope, "change": c.change, "location": where}
+            for c, where in zip(diff.data_changes, diff.data_locations, strict=True)
+        ],
         "rego_changes": [
             {"module": c.module, "change": c.change, "unified_diff": c.unified_diff}
             for c in diff.rego_changes
@@ -279,7 +305,10 @@ def diff_as_text(diff: PolicyDiff, *, limit: int) -> str:
         f"B: {diff.b.given} ({diff.b.kind}, revision {diff.b.identity.revision})",
         "",
         f"Data changes: {len(diff.data_changes) or 'none'}",
-        *(f"  {change}" for change in diff.data_changes),
+        *(
+            f"  {where}: {change}" if where else f"  {change}"
+            for change, where in zip(diff.data_changes, diff.data_locations, strict=True)
+        ),
         "",
         f"Rego changes: {len(diff.rego_changes) or 'none'}",
     ]
