@@ -128,6 +128,8 @@ def load_side(
         data = json.loads(files[DATA_FILE])
     except (KeyError, ValueError) as exc:
         raise BundleError(f"{given}: bundle has no readable {DATA_FILE}") from exc
+    if not isinstance(data, dict):
+        raise BundleError(f"{given}: {DATA_FILE} is not a JSON object")
     modules = {name: body for name, body in files.items() if name.endswith(".rego")}
     policies = path / "policies" if kind == "source tree" else None
     return PolicySide(given, kind, identity, modules, data, bundle_dir, policies)
@@ -171,9 +173,11 @@ def compare_decisions(
     Raises:
         BundleError: a bundle's Wasm cannot be loaded.
     """
-    engines = [EmbeddedWasmEngine(side.bundle_dir, memo_entries=0) for side in (a, b)]
+    engines: list[EmbeddedWasmEngine] = []
     changes: list[DecisionChange] = []
     try:
+        for side in (a, b):
+            engines.append(EmbeddedWasmEngine(side.bundle_dir, memo_entries=0))
         for done, call in enumerate(calls, start=1):
             before, after = (_answer(engine, call) for engine in engines)
             if before != after:
