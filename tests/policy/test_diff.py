@@ -55,7 +55,9 @@ def _source_tree(root: Path, bank_yaml: str = BANK) -> Path:
 def base_bundle(opa_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tree = _source_tree(tmp_path_factory.mktemp("base-tree"))
     out = tmp_path_factory.mktemp("base-bundle")
-    build_bundle(tree / "rego", tree / "policies", out, label="base", opa_bin=opa_bin)
+    build_bundle(
+        tree / "rego", tree / "policies", out, label="base", opa_bin=opa_bin, run_tests=False
+    )
     return out
 
 
