@@ -16,6 +16,7 @@ import difflib
 import json
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,7 +320,10 @@ def diff_as_text(diff: PolicyDiff, *, limit: int) -> str:
     for rego in diff.rego_changes:
         out.append(f"  {rego.change}: {rego.module}")
         out.extend(f"    {line}" for line in rego.unified_diff.splitlines())
-    out += ["", f"Decision changes: {len(diff.decision_changes)} of {diff.calls} calls"]
+    by_domain = Counter(change.call.domain for change in diff.decision_changes)
+    domains = ", ".join(f"{domain} {count}" for domain, count in sorted(by_domain.items()))
+    heading = f"Decision changes: {len(diff.decision_changes)} of {diff.calls} calls"
+    out += ["", heading + (f" ({domains})" if domains else "")]
     for change in diff.decision_changes[:limit]:
         out.append(f"  {change.call.domain} {change.call.description}: {change.summary()}")
     if len(diff.decision_changes) > limit:
