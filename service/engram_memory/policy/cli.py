@@ -21,12 +21,12 @@ from engram_memory.policy.bundle import (
     build_bundle,
     verify_bundle,
 )
-from engram_memory.policy.data import load_policies
 from engram_memory.policy.default_bundle import (
     build_default_bundle,
     default_bundle_is_current,
     shipped_bundle_differs,
 )
+from engram_memory.policy.lint import run_validate
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -59,8 +59,25 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     check.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
 
-    validate = policy_sub.add_parser("validate", help="validate policy YAML only")
+    validate = policy_sub.add_parser(
+        "validate", help="validate policy YAML; warn about likely mistakes"
+    )
     validate.add_argument("--policies", default="policies", help="policy YAML directory")
+    validate.add_argument("--strict", action="store_true", help="exit 1 when there is any warning")
+
+    diff = policy_sub.add_parser(
+        "diff",
+        help="compare two bundles or source trees: data, Rego and the decisions that change",
+    )
+    diff.add_argument(
+        "a", help="bundle directory (bundle.lock.json) or source tree (rego/, policies/)"
+    )
+    diff.add_argument("b", help="bundle directory or source tree to compare A with")
+    diff.add_argument("--json", action="store_true", help="the whole report as JSON on stdout")
+    diff.add_argument(
+        "--limit", type=int, default=200, help="decision changes listed in text (default 200)"
+    )
+    diff.add_argument("--opa", help="OPA binary (default $ENGRAM_OPA_BIN, PATH, tool cache)")
 
     verify = policy_sub.add_parser("verify", help="verify a bundle directory against its lock")
     verify.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
@@ -76,7 +93,8 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one `policy` subcommand; exit codes: 0 ok, 1 check or test failed.
+    """Run one `policy` subcommand; exit codes: 0 ok, 1 check failed (`check`), a test
+    failed (`test`), behaviour changed (`diff`) or a warning under `validate --strict`.
 
     Raises:
         ConfigurationError: invalid data, missing OPA, failed build, bundle mismatch (the
@@ -120,9 +138,12 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     if command == "validate":
-        tenants = load_policies(args.policies)
-        print(f"{len(tenants)} tenant(s) valid: {', '.join(sorted(tenants))}")
-        return 0
+        return run_validate(args.policies, strict=args.strict)
+    if command == "diff":
+        # Imported here: it loads the Wasm runtime, which no other command of this CLI needs.
+        from engram_memory.policy.diff import run_diff
+
+        return run_diff(args.a, args.b, as_json=args.json, limit=args.limit, opa_bin=args.opa)
     identity = verify_bundle(args.bundle_dir)
     if command == "verify":
         print(f"bundle verified: {identity.revision}")

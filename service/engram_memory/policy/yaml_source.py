@@ -50,6 +50,13 @@ def dotted(loc: Iterable[str | int]) -> str:
     return text or "<document>"
 
 
+def _forget(source: YamlSource, prefix: Path_) -> None:
+    """Drop the lines recorded under `prefix` (a duplicate key replaces its value)."""
+    depth = len(prefix)
+    for path in [path for path in source.lines if path[:depth] == prefix]:
+        del source.lines[path]
+
+
 def _index(node: Node, path: Path_, source: YamlSource) -> None:
     """Record the line of every key and item; report duplicate keys (PyYAML keeps the last
     silently, which would hide an author's mistake)."""
@@ -70,8 +77,11 @@ def _index(node: Node, path: Path_, source: YamlSource) -> None:
                     f"{source.name}:{line}: {dotted((*path, key))}: duplicate key "
                     f"(first at line {seen[key]})"
                 )
+                # PyYAML keeps the LAST value, so every later problem in it must point
+                # at the duplicate's lines, not the first occurrence's.
+                _forget(source, (*path, key))
             seen.setdefault(key, line)
-            source.lines.setdefault((*path, key), line)
+            source.lines[(*path, key)] = line
             _index(value_node, (*path, key), source)
     elif isinstance(node, SequenceNode):
         for position, item in enumerate(node.value):
