@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import jwt
 import pytest
 
 from engram_memory.policy.bundle import (
@@ -24,6 +25,7 @@ from engram_memory.policy.bundle import (
     write_tarball,
 )
 from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.factory import open_policy_engine
 from engram_memory.policy.opa_server import (
     OpaServerEngine,
@@ -31,17 +33,22 @@ from engram_memory.policy.opa_server import (
     start_opa_server,
 )
 from engram_memory.policy.signing import (
+    WASM_CLAIM,
     BundleSignatureInvalid,
     load_verification_key,
     verify_signed_tarball,
 )
+from engram_memory.policy.signing_keys import load_signing_key
 from tests.policy.conftest import fixed_clock, subject
 from tests.policy.signed_bundles import (
     KEY_ID,
     KeyPair,
+    current_token,
     forge,
     make_key_pair,
+    replace_token,
     signed_copy,
+    token_parts,
 )
 
 pytestmark = pytest.mark.opa
@@ -175,3 +182,22 @@ def test_a_bundle_signed_by_opa_sign_verifies_with_our_verifier(
     write_tarball(files, tmp_path / BUNDLE_FILE)
     key = load_verification_key(keys.public, KEY_ID)
     assert verify_signed_tarball((tmp_path / BUNDLE_FILE).read_bytes(), key) == identity
+
+
+def test_a_signature_without_the_wasm_claim_serves_through_opa_but_not_embedded(
+    tmp_path: Path, signed: Path, keys: KeyPair, opa_bin: Path
+) -> None:
+    bundle = Path(shutil.copytree(signed, tmp_path / "bundle"))
+    _, claims = token_parts(current_token(bundle))
+    del claims[WASM_CLAIM]
+    private = load_signing_key(keys.private)
+    payload = json.dumps(claims).encode()
+    replace_token(bundle, jwt.PyJWS().encode(payload, private, algorithm="RS256"))
+    key = load_verification_key(keys.public, KEY_ID)
+    with pytest.raises(BundleSignatureInvalid):
+        EmbeddedWasmEngine(bundle, verification_key=key)
+    with open_policy_engine("opa-spawn", bundle, opa_bin=opa_bin, verification_key=key) as (
+        engine,
+        identity,
+    ):
+        assert engine.evaluate("engram/authz/decision", {}).revision == identity.revision

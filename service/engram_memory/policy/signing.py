@@ -257,10 +257,22 @@ def verify_signed_tarball(tar_bytes: bytes, key: VerificationKey) -> BundleIdent
     return _verified(tarball_files(tar_bytes, "bundle tarball"), key)[0]
 
 
-def load_signed_bundle(bundle_dir: Path | str, key: VerificationKey) -> SignedBundle:
-    """Verify a bundle directory against its lock and its signature (including the
-    `engram_wasm` claim binding `policy.wasm`); return the bytes that were verified, so the
-    caller loads exactly those.
+def _check_wasm_claim(claims: dict[str, Any], wasm: bytes) -> None:
+    wasm_claim = claims.get(WASM_CLAIM)
+    if not isinstance(wasm_claim, dict) or wasm_claim.get("name") != WASM_FILE:
+        raise BundleSignatureInvalid(
+            f"the signature does not cover {WASM_FILE} (sign with `engram-memory policy sign`)"
+        )
+    if wasm_claim.get("algorithm") != HASH_ALGORITHM or wasm_claim.get("hash") != _sha256(wasm):
+        raise BundleSignatureInvalid(f"{WASM_FILE}: content differs from the signed hash")
+
+
+def load_signed_bundle(
+    bundle_dir: Path | str, key: VerificationKey, *, bind_wasm: bool = True
+) -> SignedBundle:
+    """Verify a bundle directory against its lock and its signature (with `bind_wasm`, also
+    the `engram_wasm` claim binding `policy.wasm`; an OPA server never runs the Wasm);
+    return the bytes that were verified, so the caller loads exactly those.
 
     Raises:
         BundleSignatureInvalid: as `verify_signed_tarball`, or `policy.wasm` not signed or
@@ -278,22 +290,19 @@ def load_signed_bundle(bundle_dir: Path | str, key: VerificationKey) -> SignedBu
     identity, claims = _verified(files, key)
     if identity != locked:
         raise BundleError(f"{directory}: bundle changed while being verified")
-    wasm_claim = claims.get(WASM_CLAIM)
-    if not isinstance(wasm_claim, dict) or wasm_claim.get("name") != WASM_FILE:
-        raise BundleSignatureInvalid(
-            f"the signature does not cover {WASM_FILE} (sign with `engram-memory policy sign`)"
-        )
-    if wasm_claim.get("algorithm") != HASH_ALGORITHM or wasm_claim.get("hash") != _sha256(wasm):
-        raise BundleSignatureInvalid(f"{WASM_FILE}: content differs from the signed hash")
+    if bind_wasm:
+        _check_wasm_claim(claims, wasm)
     if DATA_FILE not in files:
         raise BundleError(f"{directory}: bundle has no {DATA_FILE}")
     return SignedBundle(identity=identity, data=files[DATA_FILE], wasm=wasm)
 
 
-def verify_signed_bundle(bundle_dir: Path | str, key: VerificationKey) -> BundleIdentity:
+def verify_signed_bundle(
+    bundle_dir: Path | str, key: VerificationKey, *, bind_wasm: bool = True
+) -> BundleIdentity:
     """`load_signed_bundle` for callers that only need the identity.
 
     Raises:
         BundleSignatureInvalid, BundleError: as `load_signed_bundle`.
     """
-    return load_signed_bundle(bundle_dir, key).identity
+    return load_signed_bundle(bundle_dir, key, bind_wasm=bind_wasm).identity
