@@ -315,3 +315,23 @@ def test_weak_or_non_rsa_keys_are_refused(tmp_path: Path) -> None:
 def test_a_malformed_key_id_is_refused(keys: KeyPair, key_id: str) -> None:
     with pytest.raises(SigningKeyError):
         load_verification_key(keys.public, key_id)
+
+
+def test_an_encrypted_signing_key_is_refused(tmp_path: Path, keys: KeyPair) -> None:
+    private = load_signing_key(keys.private)
+    encrypted = tmp_path / "encrypted.pem"
+    encrypted.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"passphrase"),
+        )
+    )
+    encrypted.chmod(0o600)
+    with pytest.raises(SigningKeyError):
+        load_signing_key(encrypted)
+
+
+def test_a_private_key_given_as_the_verification_key_is_refused(keys: KeyPair) -> None:
+    with pytest.raises(SigningKeyError):
+        load_verification_key(keys.private, KEY_ID)

@@ -287,11 +287,15 @@ def load_signed_bundle(
     except OSError as exc:
         raise BundleError(f"{directory}: missing bundle artifact") from exc
     files = tarball_files(tar_bytes, directory / BUNDLE_FILE)
-    identity, claims = _verified(files, key)
+    try:
+        identity, claims = _verified(files, key)
+        if bind_wasm:
+            _check_wasm_claim(claims, wasm)
+    except BundleSignatureInvalid as exc:
+        # The operator needs to know which bundle was refused, not only why.
+        raise BundleSignatureInvalid(f"{directory}: {exc}") from exc
     if identity != locked:
         raise BundleError(f"{directory}: bundle changed while being verified")
-    if bind_wasm:
-        _check_wasm_claim(claims, wasm)
     if DATA_FILE not in files:
         raise BundleError(f"{directory}: bundle has no {DATA_FILE}")
     return SignedBundle(identity=identity, data=files[DATA_FILE], wasm=wasm)
