@@ -96,13 +96,32 @@ def _file_entry(name: str, content: bytes) -> dict[str, str]:
     return {"name": name, "hash": opa_file_hash(name, content), "algorithm": HASH_ALGORITHM}
 
 
-def _atomic_write(target: Path, write: Any) -> None:
-    fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
+def _tarball_bytes(files: dict[str, bytes]) -> bytes:
+    """The reproducible tarball `write_tarball` makes of `files`, as bytes."""
+    with tempfile.TemporaryDirectory(prefix="engram-sign-") as tmp:
+        write_tarball(files, Path(tmp) / BUNDLE_FILE)
+        return (Path(tmp) / BUNDLE_FILE).read_bytes()
+
+
+def _atomic_write(target: Path, content: bytes) -> None:
+    """Replace `target` by `content` through a temporary file beside it (a reader never
+    sees half a tarball or lock).
+
+    Raises:
+        BundleError: the directory cannot be written.
+    """
     try:
-        write(Path(temporary))
+        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise BundleError(f"{target.parent}: cannot write the signed bundle") from exc
+    try:
+        Path(temporary).write_bytes(content)
         os.chmod(temporary, 0o644)
         os.replace(temporary, target)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise BundleError(f"{target}: cannot write the signed bundle") from exc
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -122,8 +141,11 @@ def sign_bundle(bundle_dir: Path, signing_key: Path, key_id: str) -> None:
     directory = Path(bundle_dir)
     identity = verify_bundle(directory)
     lock = read_lock(directory)
-    tar_bytes = (directory / BUNDLE_FILE).read_bytes()
-    wasm = (directory / WASM_FILE).read_bytes()
+    try:
+        tar_bytes = (directory / BUNDLE_FILE).read_bytes()
+        wasm = (directory / WASM_FILE).read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{directory}: missing bundle artifact") from exc
     if _sha256(tar_bytes) != lock["bundle"]["sha256"] or _sha256(wasm) != lock["wasm"]["sha256"]:
         raise BundleError(f"{directory}: bundle changed while being signed")
     files = tarball_files(tar_bytes, directory / BUNDLE_FILE)
@@ -140,8 +162,9 @@ def sign_bundle(bundle_dir: Path, signing_key: Path, key_id: str) -> None:
     public = VerificationKey(key_id, private_key.public_key(), directory)
     if _verified(signed, public)[0] != identity:
         raise BundleError(f"{directory}: signed bundle does not carry the lock's identity")
-    _atomic_write(directory / BUNDLE_FILE, lambda path: write_tarball(signed, path))
-    lock["bundle"]["sha256"] = _sha256((directory / BUNDLE_FILE).read_bytes())
+    signed_tar = _tarball_bytes(signed)
+    _atomic_write(directory / BUNDLE_FILE, signed_tar)
+    lock["bundle"]["sha256"] = _sha256(signed_tar)
     lock["signature"] = {
         "algorithm": ALGORITHM,
         "file": SIGNATURES_FILE,
@@ -149,7 +172,7 @@ def sign_bundle(bundle_dir: Path, signing_key: Path, key_id: str) -> None:
         "public_key_sha256": public_key_fingerprint(private_key.public_key()),
     }
     text = json.dumps(lock, indent=2, sort_keys=True) + "\n"
-    _atomic_write(directory / LOCK_FILE, lambda path: path.write_text(text, "utf-8"))
+    _atomic_write(directory / LOCK_FILE, text.encode("utf-8"))
 
 
 def _single_token(raw: bytes | None) -> str:
