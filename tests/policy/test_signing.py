@@ -30,7 +30,7 @@ from engram_memory.policy.bundle import (
     verify_bundle,
 )
 from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.policy.opa_hash import normalized_json
+from engram_memory.policy.opa_hash import normalized_json, opa_file_hash
 from engram_memory.policy.signing import (
     BundleSignatureInvalid,
     load_signed_bundle,
@@ -335,3 +335,18 @@ def test_an_encrypted_signing_key_is_refused(tmp_path: Path, keys: KeyPair) -> N
 def test_a_private_key_given_as_the_verification_key_is_refused(keys: KeyPair) -> None:
     with pytest.raises(SigningKeyError):
         load_verification_key(keys.private, KEY_ID)
+
+
+def test_only_data_json_and_manifest_are_hashed_as_json_and_yaml_data_is_refused() -> None:
+    assert (
+        opa_file_hash("engram/x/data.json", b'{ "a" : 1 }')
+        == hashlib.sha256(b'{"a":1}').hexdigest()
+    )
+    assert (
+        opa_file_hash("engram/x/other.json", b'{ "a" : 1 }')
+        == hashlib.sha256(b'{ "a" : 1 }').hexdigest()
+    )
+    with pytest.raises(BundleError):
+        opa_file_hash("data.yaml", b"a: 1\n")
+    with pytest.raises(BundleError):
+        opa_file_hash("data.json", b"{not json")
