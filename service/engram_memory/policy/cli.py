@@ -1,5 +1,5 @@
-"""`engram-memory policy build | check | validate | verify | identity` (and `test |
-explain | effective`, in `authoring_cli.py`).
+"""`engram-memory policy build | check | validate | verify | identity | diff` (`test |
+explain | effective` in `authoring_cli.py`, `sign | keygen` in `signing_cli.py`).
 
 For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
 pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
@@ -27,6 +27,13 @@ from engram_memory.policy.default_bundle import (
     shipped_bundle_differs,
 )
 from engram_memory.policy.lint import run_validate
+from engram_memory.policy.signing_cli import (
+    SIGNING_COMMANDS,
+    add_signing_parsers,
+    add_verification_flags,
+    run_signing,
+    run_verify,
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -81,10 +88,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     verify = policy_sub.add_parser("verify", help="verify a bundle directory against its lock")
     verify.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+    add_verification_flags(verify)
 
     identity = policy_sub.add_parser("identity", help="print a bundle's revision and digest")
     identity.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
     authoring_cli.add_parsers(policy_sub)
+    add_signing_parsers(policy_sub)
     return parser
 
 
@@ -144,8 +153,10 @@ def run(args: argparse.Namespace) -> int:
         from engram_memory.policy.diff import run_diff
 
         return run_diff(args.a, args.b, as_json=args.json, limit=args.limit, opa_bin=args.opa)
-    identity = verify_bundle(args.bundle_dir)
+    if command in SIGNING_COMMANDS:
+        return run_signing(args)
     if command == "verify":
-        print(f"bundle verified: {identity.revision}")
+        return run_verify(args)
+    identity = verify_bundle(args.bundle_dir)
     print(f"revision {identity.revision}\ndigest {identity.digest}")
     return 0
