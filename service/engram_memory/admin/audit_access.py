@@ -40,6 +40,8 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, EngramError, ToolError
 from engram_memory.store.database import Database, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
+from engram_memory.store.export_chain import ExportChainBroken
+from engram_memory.store.export_verify import verify_series
 
 
 class AuditAccessFailed(EngramError):
@@ -247,5 +249,24 @@ def verify_command(args: argparse.Namespace, who: Operator) -> int:
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
         "tables verified in one snapshot; head anchor and key directory not checked (a "
         "stopped service's `audit verify` without --operator checks them)"
+    )
+    return 0
+
+
+def verify_export_command(args: argparse.Namespace) -> int:
+    """`audit verify-export DIR...`: one line on stdout; exit 0, or 1 for the first defect.
+
+    Raises:
+        ConfigurationError: a directory holds no readable manifest (printed by the CLI).
+    """
+    try:
+        verified = verify_series([Path(d) for d in args.exports])
+    except ExportChainBroken as exc:
+        print(f"FAILED: {exc}")
+        return EXIT_DEFECT
+    print(
+        f"ok: {verified.exports} export(s) form one chain up to audit sequence "
+        f"{verified.audit_sequence}: {verified.entries} audit entries, {verified.receipts} "
+        f"decision receipts, {verified.events} journal events re-derived"
     )
     return 0

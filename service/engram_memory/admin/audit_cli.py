@@ -26,6 +26,7 @@ from engram_memory.admin.audit_access import (
     export_command,
     operator_of,
     verify_command,
+    verify_export_command,
 )
 from engram_memory.contract.digests import principal_ref
 from engram_memory.contract.errors import (
@@ -66,6 +67,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     export.add_argument("--json", action="store_true", help="print the manifest")
     add_access_arguments(export)
+    series = audit_sub.add_parser(
+        "verify-export", help="check exports (a full one, then its increments) with files alone"
+    )
+    series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -187,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     if args.audit_command == "principal-ref":
         print(principal_ref(args.tenant, args.principal))
         return 0
+    if args.audit_command == "verify-export":
+        return verify_export_command(args)
     if args.audit_command == "export":
         return export_command(args)  # admin/audit_access.py: through a running server too
     who = operator_of(args)
