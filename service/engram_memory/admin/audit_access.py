@@ -37,7 +37,13 @@ from engram_memory.admin.channel import send_command
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, EngramError, ToolError
+from engram_memory.contract.errors import (
+    ConfigurationError,
+    EngramError,
+    ErrorCode,
+    StoreDamaged,
+    ToolError,
+)
 from engram_memory.store.database import Database, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.export_chain import ExportChainBroken
@@ -74,6 +80,8 @@ def export_snapshot(
         "previous": "" if previous is None else str(previous.absolute()),
         "since_sequence": "" if since_sequence is None else str(since_sequence),
     }
+    if previous is not None and previous.resolve() == out_dir.resolve():
+        raise ConfigurationError("--out must not be the previous export it continues")
     if who is not None:
         value = _run_as(who, data_dir, EXPORT_COMMAND, operands, progress)
         manifest = value.get("manifest")
@@ -165,6 +173,12 @@ EXIT_DEFECT = 1  # a chain, receipt or previous export that does not verify
 EXIT_REFUSED = 5  # the server or policy refused the operator (the code is printed)
 
 
+def _refused(error: ToolError) -> int:
+    """Print the refusal's code; a damaged store file exits as `audit verify` says (4)."""
+    print(json.dumps({"ok": False, "code": error.code.name}))
+    return StoreDamaged.exit_code if error.code is ErrorCode.JOURNAL_CORRUPT else EXIT_REFUSED
+
+
 def add_access_arguments(parser: argparse.ArgumentParser) -> None:
     """The auditor's identity, for a store a server holds (all three, or none)."""
     parser.add_argument("--tenant", help="with --workspace/--operator: run inside the server")
@@ -192,7 +206,8 @@ def _progress(line: str) -> None:
 
 def export_command(args: argparse.Namespace) -> int:
     """`audit export`: progress on stderr, one summary line (or `--json`, the manifest) on
-    stdout; exit 0, 1 for a defect (nothing exported), 5 for a refusal.
+    stdout; exit 0, 1 for a defect (nothing exported), 4 for a damaged store file, 5 for a
+    refusal.
 
     Raises:
         ConfigurationError / StoreRefusal: printed by the CLI as one line.
@@ -211,8 +226,7 @@ def export_command(args: argparse.Namespace) -> int:
         print(f"FAILED: {exc}")
         return EXIT_DEFECT
     except ToolError as error:
-        print(json.dumps({"ok": False, "code": error.code.name}))
-        return EXIT_REFUSED
+        return _refused(error)
     if args.json:
         print(json.dumps(manifest, indent=2))
         return 0
@@ -231,7 +245,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def verify_command(args: argparse.Namespace, who: Operator) -> int:
     """`audit verify` as `who` (inside a running server): one line on stdout; exit 0, 1 for
-    a defect, 5 for a refusal.
+    a defect, 4 for a damaged store file, 5 for a refusal.
 
     Raises:
         ConfigurationError / StoreRefusal: printed by the CLI as one line.
@@ -242,8 +256,7 @@ def verify_command(args: argparse.Namespace, who: Operator) -> int:
         print(f"FAILED: {exc}")
         return EXIT_DEFECT
     except ToolError as error:
-        print(json.dumps({"ok": False, "code": error.code.name}))
-        return EXIT_REFUSED
+        return _refused(error)
     print(
         f"ok: {verified.events} journal events, {verified.entries} audit entries, "
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
