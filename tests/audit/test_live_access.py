@@ -30,12 +30,12 @@ ALICE = Binding("acme", "support", "user:alice", "purpose:support-case")
 AUDITOR = ("--tenant", "acme", "--workspace", "support", "--operator", "human:erin")
 STRANGER = ("--tenant", "acme", "--workspace", "support", "--operator", "human:zed")
 STEWARD = ("--tenant", "acme", "--workspace", "support", "--operator", "human:dana")
-SEEDED_ENTRIES = 20_000
+SEEDED_ENTRIES = 8_000
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "engram_memory.cli", *argv]
-    if argv[0] == "audit":
+    if argv[:2] in (("audit", "export"), ("audit", "verify")):
         command += ["--data-dir", env["ENGRAM_DATA_DIR"]]
     return subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=120, check=False
@@ -179,6 +179,24 @@ async def test_an_incremental_export_holds_only_new_entries_and_chains_to_the_pr
     assert refused.returncode == 1
     assert refused.stdout.startswith("FAILED:")
     assert not (tmp_path / "c" / "manifest.json").exists()
+
+
+def test_with_no_server_a_named_auditor_opens_the_service_and_is_audited_an_unnamed_reads_only(
+    prepared: tuple[dict[str, str], list[str]], tmp_path: Path
+) -> None:
+    env, _ = prepared
+    named = _export(env, tmp_path / "named")
+    assert named.returncode == 0, named.stdout + named.stderr
+    unnamed = _cli(env, "audit", "export", "--out", str(tmp_path / "unnamed"), "--json")
+    assert unnamed.returncode == 0, unnamed.stderr
+    manifest = json.loads(unnamed.stdout)
+    # The read-only export holds the named one's audit entry and wrote none of its own.
+    assert _head(manifest)["sequence"] == _head(_manifest(tmp_path / "named"))["sequence"] + 1
+    tools = [tool for (tool,) in _rows(tmp_path / "unnamed", "audit_entries", "tool")]
+    assert tools[-1] == "admin:audit_export"
+    assert tools.count("admin:audit_export") == 1
+    series = _cli(env, "audit", "verify-export", str(tmp_path / "unnamed"))
+    assert series.returncode == 0, series.stdout
 
 
 def _seed_entries(data_dir: Path, count: int) -> None:
