@@ -32,6 +32,7 @@ from engram_memory.admin.audit_service import (
     SnapshotVerified,
     export_from,
     export_range,
+    sequence_span,
 )
 from engram_memory.admin.channel import send_command
 from engram_memory.admin.commands import AdminCommand, execute
@@ -239,7 +240,8 @@ def export_command(args: argparse.Namespace) -> int:
         if isinstance(f, dict)
     )
     since = manifest.get("since_sequence", 0)
-    print(f"ok: exported audit sequences {int(str(since)) + 1}..{last} ({rows}) to {args.out}")
+    span = sequence_span(int(str(since)), int(str(last)))
+    print(f"ok: exported audit sequences {span} ({rows}) to {args.out}")
     return 0
 
 

@@ -205,10 +205,15 @@ def _export_detail(manifest: dict[str, object], span: ExportRange) -> str:
     }
     previous = "none" if span.previous is None else span.previous.manifest_sha256
     return (
-        f"audit export sequences={span.since_sequence + 1}..{last} "
+        f"audit export sequences={sequence_span(span.since_sequence, int(str(last)))} "
         f"rows={','.join(f'{name}:{count}' for name, count in rows.items())} "
         f"previous_manifest_sha256={previous}"
     )
+
+
+def sequence_span(since: int, last: int) -> str:
+    """`first..last` of the entries after `since`, or `none` when there are none."""
+    return f"{since + 1}..{last}" if last > since else "none"
 
 
 def _json(value: object) -> JsonValue:
