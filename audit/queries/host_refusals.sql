@@ -5,8 +5,11 @@
 SELECT peer, transport, reason, tool,
        sum(occurrences)                                AS refusals,
        count(*)                                        AS entries,
-       min(CASE WHEN first_at <> '' THEN first_at ELSE recorded_at END) AS first_seen,
-       max(CASE WHEN last_at <> '' THEN last_at ELSE recorded_at END)   AS last_seen
+       -- first_at / last_at: TIMESTAMP or NULL in an export, '' when empty in the store
+       min(coalesce(CAST(nullif(CAST(first_at AS VARCHAR), '') AS TIMESTAMP),
+                    CAST(recorded_at AS TIMESTAMP)))           AS first_seen,
+       max(coalesce(CAST(nullif(CAST(last_at AS VARCHAR), '') AS TIMESTAMP),
+                    CAST(recorded_at AS TIMESTAMP)))           AS last_seen
 FROM audit_entries
 WHERE scope_ref = 'host'
 GROUP BY peer, transport, reason, tool

@@ -1,7 +1,9 @@
 """`engram-memory audit verify`: re-check the chains, every receipt, every row, the anchor.
 
 Auditors run it on a stopped service's data directory or on a checkpointed copy; DuckDB admits
-one writer per file, so it never opens the live file of a running service. It reads every row
+one writer per file, so it never opens the live file of a running service: with
+`--tenant/--workspace/--operator`, `audit verify` and `audit export` run inside the server
+instead (admin/audit_access.py). It reads every row
 of every table (a damaged block fails it) and compares the store with its head anchor (a lost
 WAL or a removed tail fails it); with the root key (`--root-key` or ENGRAM_ROOT_KEY) the
 anchor's MAC is checked too, and so is the key directory (a live item's key missing or an
@@ -19,6 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engram_memory.admin.audit_access import (
+    add_access_arguments,
+    export_command,
+    operator_of,
+    verify_command,
+    verify_export_command,
+)
 from engram_memory.contract.digests import principal_ref
 from engram_memory.contract.errors import (
     ConfigurationError,
@@ -49,9 +58,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     verify.add_argument(
         "--root-key", help="ENGRAM_ROOT_KEY: also check the head anchor's MAC (optional)"
     )
+    add_access_arguments(verify)
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
+    export.add_argument(
+        "--since", metavar="PREVIOUS_EXPORT_DIR", help="only what follows that export"
+    )
+    export.add_argument("--json", action="store_true", help="print the manifest")
+    add_access_arguments(export)
+    series = audit_sub.add_parser(
+        "verify-export", help="check exports (a full one, then its increments) with files alone"
+    )
+    series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -173,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
     if args.audit_command == "principal-ref":
         print(principal_ref(args.tenant, args.principal))
         return 0
+    if args.audit_command == "verify-export":
+        return verify_export_command(args)
     if args.audit_command == "export":
-        export_data_dir(Path(args.data_dir), Path(args.out))
-        return 0
-    return _verify_command(args)
+        return export_command(args)  # admin/audit_access.py: through a running server too
+    who = operator_of(args)
+    return _verify_command(args) if who is None else verify_command(args, who)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram_memory.admin.audit_service import AuditAccessService, span_from_operands
 from engram_memory.admin.backup import BackupService
 from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.loss import LossService
@@ -43,6 +44,9 @@ OPERANDS: Mapping[str, Mapping[str, type]] = {
     "backup": {"out": str},
     "compact": {},
     "accept-loss": {"reason": str},
+    # admin/audit_service.py; "" = not given (a full export).
+    "audit-export": {"out": str, "previous": str, "since_sequence": str},
+    "audit-verify": {},
 }
 # Files named by these operands are opened by whichever process executes the command, so
 # they travel as absolute paths.
@@ -136,6 +140,11 @@ def execute(services: Services, command: AdminCommand, progress: Progress) -> di
         return LossService(services).accept_loss(who, command.text("reason"), progress)
     if name == "backup":
         return BackupService(services).backup(who, Path(command.text("out")), progress)
+    if name == "audit-export":
+        span = span_from_operands(command.text("previous"), command.text("since_sequence"))
+        return AuditAccessService(services).export(who, Path(command.text("out")), span, progress)
+    if name == "audit-verify":
+        return AuditAccessService(services).verify(who, progress)
     if name == "history":
         return maintenance.history(who, command.text("target_id"))
     if name == "inspect":

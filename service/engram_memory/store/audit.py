@@ -15,8 +15,9 @@ entry with that id (core/replay_guard.py keeps the fast, in-memory side of that 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
@@ -361,3 +362,27 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"entry {expected} names a receipt that is not stored")
         previous, expected = str(row[16]), expected + 1
     return expected - 1, receipts
+
+
+def entry_hash_of_columns(row: Mapping[str, Any]) -> str:
+    """The `entry_hash` an entry re-derives to from its columns as the table holds them
+    (`target_ids_json` / `receipt_digests_json` as JSON text, instants as text): what
+    `verify` computes, for an entry read from somewhere else (an auditor's export).
+
+    Raises:
+        KeyError / ValueError: a column is missing or its JSON is malformed.
+    """
+    entry: dict[str, JsonValue] = {
+        column: row[column]
+        for column in _COLUMNS
+        if column not in ("target_ids", "receipt_digests")
+    }
+    entry["sequence"] = int(row["sequence"])
+    entry["target_ids"] = json.loads(row["target_ids_json"])
+    entry["receipt_digests"] = json.loads(row["receipt_digests_json"])
+    entry.update({c: row[c] for c in _APPROVAL_COLUMNS if row.get(c) is not None})
+    for column, default in _STREAM_DEFAULTS.items():
+        value = row.get(column, default)
+        if value != default:
+            entry[column] = int(value) if column == "occurrences" else value
+    return _entry_hash(entry)

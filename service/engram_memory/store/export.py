@@ -2,7 +2,10 @@
 
 Auditors never open the live DuckDB file (one writer per file); they query an export. The
 manifest pins the chain heads at export time and the sha256 of every file, so an export can be
-checked for completeness and tampering without the service.
+checked for completeness and tampering without the service. Columns keep their names and
+types, except the Instants the store keeps as text, exported as TIMESTAMP (UTC; SQL in
+store/sql/export.sql). An incremental export holds only what follows a previous one
+(store/export_chain.py).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from pathlib import Path
 from engram_memory.contract.canonical import canonical_text
 from engram_memory.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.export_chain import MANIFEST_FILE as MANIFEST_FILE
+from engram_memory.store.export_chain import ExportRange
 
 _Q = load_queries("engram_memory.store.sql", "export.sql")
 
 EXPORTED_TABLES = ("audit_entries", "decision_receipts", "journal_events")
-MANIFEST_FILE = "manifest.json"
 
 
 def _sql_path(path: Path) -> str:
@@ -28,26 +32,42 @@ def _sql_path(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def _parameters(table: str, span: ExportRange) -> list[object]:
+    if table == "journal_events":
+        return span.journal_parameters()
+    return [span.since_sequence]
+
+
 def export_tables(
-    tx: Transaction, out_dir: Path, progress: Callable[[str], None]
+    tx: Transaction,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    span: ExportRange | None = None,
 ) -> dict[str, object]:
-    """Write one Parquet file per exported table and the manifest; return the manifest.
+    """Write one Parquet file per exported table (the rows `span` selects: everything by
+    default) and the manifest; return the manifest. Every read is in `tx`, so files and
+    heads describe one instant.
 
     Raises:
         StoreUnavailable: a query or COPY failed.
     """
+    span = span or ExportRange()
     make_private_directory(out_dir)
     files = []
     for index, table in enumerate(EXPORTED_TABLES, start=1):
         target = out_dir / f"{table}.parquet"
         progress(f"[{index}/{len(EXPORTED_TABLES)}] exporting {table}")
-        tx.execute(f"COPY (SELECT * FROM {table}) TO {_sql_path(target)} (FORMAT parquet)")  # noqa: S608 - table names are constants
+        copied = tx.fetchone(
+            f"COPY ({_Q['export_' + table]}) TO {_sql_path(target)} (FORMAT parquet)",
+            _parameters(table, span),
+        )
         make_private(target)  # DuckDB created it under the process umask
-        row = tx.fetchone(f"SELECT count(*) FROM {table}")  # noqa: S608
+        rows = int(copied[0]) if copied else 0
+        progress(f"[{index}/{len(EXPORTED_TABLES)}] {table}: {rows} rows")
         files.append(
             {
                 "name": target.name,
-                "rows": int(row[0]) if row else 0,
+                "rows": rows,
                 "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
             }
         )
@@ -63,6 +83,7 @@ def export_tables(
         else {"sequence": int(head[0]), "entry_hash": str(head[1])},
         "journal_heads": journal_heads,
         "files": files,
+        **span.as_json(),
     }
     text = json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
     fd = os.open(out_dir / MANIFEST_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
