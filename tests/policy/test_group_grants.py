@@ -162,3 +162,10 @@ def test_the_receipt_input_digest_covers_the_groups() -> None:
         ).input_digest
 
     assert input_digest(("group:a",)) != input_digest(("group:b",)) != input_digest(())
+
+
+def test_a_selector_naming_a_group_is_reported_at_its_line(tmp_path: Path) -> None:
+    rule = '    redaction:\n      - name: advisors\n        principals: ["group:advisors"]\n'
+    text = TENANT + rule + "        allowed_fields: [/valid_time]\n"
+    (problem,) = _problems(tmp_path, text)
+    assert _located(problem, tmp_path, 16, "workspaces.support.redaction[0].principals[0]")

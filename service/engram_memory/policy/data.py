@@ -87,7 +87,15 @@ def _group_ref(group: str) -> str:
     return group
 
 
+def _selects_no_group(principal: str) -> str:
+    if principal.startswith(GROUP_PREFIX):
+        raise ValueError("selectors name principals and roles: grant the group a role instead")
+    return principal
+
+
 GroupRef = Annotated[str, AfterValidator(_group_ref)]
+# A principal a selector names; a group here would never match anybody.
+SelectedPrincipal = Annotated[Ref, AfterValidator(_selects_no_group)]
 
 
 class Grant(_Model):
@@ -114,7 +122,7 @@ class Grant(_Model):
 class RedactionRule(_Model):
     name: Name
     purposes: list[Ref] | None = Field(default=None, min_length=1)
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
     allowed_fields: list[JsonPointer]
     allow_derivation_lineage: bool = False
@@ -122,7 +130,7 @@ class RedactionRule(_Model):
 
 
 class Selector(_Model):
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
@@ -138,7 +146,7 @@ class Reconciliation(_Model):
 
 class ConfirmationSelector(_Model):
     tool: SelectableTool
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
@@ -209,7 +217,7 @@ class RateLimit(_Model):
     calls: Annotated[int, Field(ge=1, le=1_000_000)]
     per: Duration
     tools: list[ToolName] | None = Field(default=None, min_length=1)
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
