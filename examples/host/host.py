@@ -41,10 +41,11 @@ from typing import Any, TextIO
 import anyio
 import yaml
 from mcp import MCPError, StdioServerParameters
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
+from engram_memory.host.context import canonical_groups
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import (
     Approver,
@@ -92,6 +93,14 @@ class BindingConfig(_Closed):
     host_id: str = "host:reference"
     # One MCP session per host run unless fixed here; confirmations are bound to it.
     session: str | None = None
+    # The principal's groups from your identity provider (`group:<name>`), signed into the
+    # context so the policy's grants by group apply; sorted and de-duplicated here.
+    groups: list[str] = Field(default_factory=list)
+
+    @field_validator("groups")
+    @classmethod
+    def _canonical(cls, groups: list[str]) -> list[str]:
+        return canonical_groups(groups)
 
 
 class HostConfig(_Closed):
@@ -150,6 +159,7 @@ def binding_of(config: HostConfig) -> Binding:
         agent_id=b.agent_id,
         session=b.session or f"session:{uuid.uuid4().hex}",
         host_id=b.host_id,
+        groups=tuple(b.groups),
     )
 
 

@@ -28,7 +28,7 @@ from engram_memory.host.confirmation import (
     ConfirmationBinding,
     mint_confirmation,
 )
-from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
+from engram_memory.host.context import INVOCATION_META_KEY, canonical_groups, mint_invocation
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.http_serving import HEALTH_PATH
 
@@ -44,6 +44,9 @@ class Binding:
     agent_id: str = "agent:reference"
     session: str = "session:reference"
     host_id: str = "host:reference"
+    # The principal's groups as the host's identity provider asserts them (`group:<name>`);
+    # signed into the `groups` claim, sorted and unique. Empty = the claim is omitted.
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ def mint_for(signer: HostSigningKey, binding: Binding, **overrides: Any) -> str:
     """An invocation token for `binding` with a fresh `audit_id` (a token binds one request:
     README "A fresh token for every request"); `overrides` replace claims."""
     b = binding
+    groups = overrides.pop("groups", canonical_groups(b.groups))
     return mint_invocation(
         signer,
         host_id=b.host_id,
@@ -81,6 +85,7 @@ def mint_for(signer: HostSigningKey, binding: Binding, **overrides: Any) -> str:
         session=b.session,
         purpose_ref=b.purpose_ref,
         audit_id=overrides.pop("audit_id", f"audit:{uuid.uuid4().hex}"),
+        groups=groups,
         **overrides,
     )
 
@@ -93,7 +98,7 @@ class ReferenceHost:
         self.signer = signer
         self.binding = binding
 
-    def rebind(self, **changes: str) -> ReferenceHost:
+    def rebind(self, **changes: Any) -> ReferenceHost:
         """The same connection acting for another binding (e.g. another tenant in tests)."""
         return ReferenceHost(self.client, self.signer, replace(self.binding, **changes))
 

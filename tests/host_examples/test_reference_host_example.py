@@ -158,3 +158,24 @@ def test_example_configurations_are_valid_host_configurations() -> None:
     entry = host.ServerConfig.model_validate(desktop["mcpServers"]["engram-memory"])
     assert entry.args == stdio.server.args
     assert set(entry.env) == set(stdio.server.env)
+
+
+def test_the_example_host_signs_configured_groups_and_refuses_malformed_ones(
+    tmp_path: Path,
+) -> None:
+    host = _example_host_module()
+    config = tmp_path / "host.yaml"
+    base = (HOST_DIR / "host.stdio.yaml").read_text("utf-8")
+    member = "  groups: [group:b, group:a, group:b]\n"
+    config.write_text(
+        base.replace("  host_id: host:reference\n", "  host_id: host:reference\n" + member), "utf-8"
+    )
+    assert host.binding_of(host.load_config(config, {})).groups == ("group:a", "group:b")
+    config.write_text(
+        base.replace(
+            "  host_id: host:reference\n", "  host_id: host:reference\n  groups: [advisors]\n"
+        ),
+        "utf-8",
+    )
+    with pytest.raises(host.ConfigError):
+        host.load_config(config, {})

@@ -43,10 +43,21 @@ DISABLED = {
     "workspace_not_configured",
     "workspace_memory_disabled",
 }
+GROUP_GRANTS = {"grant:group:g-read:r_read", "grant:group:g-cap:r_cap"}
+# Well-formed, unknown, and malformed `groups` values (the decider never sends the last two).
+GROUPS: list[Any] = [
+    ["group:g-cap"],
+    ["group:g-cap", "group:g-read"],
+    ["group:nope"],
+    "group:g-read",
+    [7],
+]
 REASONS: dict[str, set[str]] = {
     "discovery": DISABLED
+    | GROUP_GRANTS
     | {"host_memory_disabled", "memory_enabled", "tools_granted", "no_tools_granted"},
     "authz": DISABLED
+    | GROUP_GRANTS
     | {
         "tool_not_granted",
         "tool_granted",
@@ -213,4 +224,12 @@ def generate_corpus(seed: int = 20260101) -> list[tuple[str, dict[str, Any]]]:
     ]:
         anchor = _subject("t1", workspace, principal, "pur:a")
         corpus.extend(("retention", {**anchor, **variant}) for variant in _retention_variants())
+    # Grants by group: members with and without grants of their own, on both purposes.
+    for principal, purpose, groups in itertools.product(("p:none", "p:read"), PURPOSES, GROUPS):
+        member = {**_subject("t1", "w", principal, purpose), "groups": groups}
+        corpus.append(("discovery", {**member, "host_memory_enabled": True}))
+        corpus.extend(("authz", {**member, "tool": tool}) for tool in TOOLS)
+        corpus.append(("confirmation", {**member, "tool": "engram_memory_capture"}))
+        retain = {"capture_instant_ms": CAPTURE_MS, "retention": {"derivative_rule": "retain"}}
+        corpus.append(("retention", {**member, **retain}))
     return corpus

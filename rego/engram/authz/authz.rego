@@ -43,7 +43,7 @@ decision := {
 	"allow": true,
 	"redaction": redaction,
 	"response_ceiling_bytes": response_ceiling,
-	"reasons": sort({"tool_granted", redaction_reason}),
+	"reasons": sort({"tool_granted", redaction_reason} | group_grants_used),
 } if {
 	common.memory_enabled
 	tool_granted
@@ -54,6 +54,16 @@ deny contains reason if some reason in common.disabled
 
 # Negations only ever apply to rules: `not f(ref)` is undefined, not true, when `ref` is.
 tool_granted if input.tool in common.granted_tools
+
+# METADATA
+# title: Group grants behind the tool
+# description: |
+#   grant:<group>:<role> for each group grant whose role grants the tool, so a receipt
+#   shows when access came from the host's groups claim rather than a grant by name.
+group_grants_used contains concat(":", ["grant", group, role]) if {
+	some [group, role] in common.group_roles
+	input.tool in common.workspace.roles[role]
+}
 
 deny contains "tool_not_granted" if {
 	common.memory_enabled

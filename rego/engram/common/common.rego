@@ -3,7 +3,8 @@
 # description: |
 #   Helpers every engram domain uses: the caller's tenant and workspace, looked up by
 #   key so evaluation cost does not grow with the number of tenants; memory enablement;
-#   and the roles and tools the principal holds for the declared purpose.
+#   and the roles and tools the principal holds for the declared purpose, from its own
+#   grants and from the grants of the groups the host asserts for it.
 #   Policy data lives at data.engram.config (compiled from policies/*.yaml).
 # scope: package
 package engram.common
@@ -54,9 +55,25 @@ grant_applies(grant) if input.purpose_ref in grant.purposes
 
 # METADATA
 # title: Roles of the principal
-# description: Roles from the principal's grants that apply to the declared purpose.
+# description: |
+#   Roles that apply to the declared purpose from the principal's own grants and from
+#   the grants of every group in the host's signed groups claim (absent = none), unioned.
 roles contains role if {
 	some grant in workspace.principals[input.principal]
+	grant_applies(grant)
+	some role in grant.roles
+}
+
+roles contains role if some [_, role] in group_roles
+
+# METADATA
+# title: Roles that came from groups
+# description: |
+#   [group, role] pairs: a grant of a group the caller belongs to (input.groups) gave
+#   the role for the declared purpose. Decisions name them as grant:<group>:<role>.
+group_roles contains [group, role] if {
+	some group in input.groups
+	some grant in workspace.groups[group]
 	grant_applies(grant)
 	some role in grant.roles
 }

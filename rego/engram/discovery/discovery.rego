@@ -56,6 +56,13 @@ on contains "tools_granted" if count(common.granted_tools) > 0
 
 on contains "no_tools_granted" if count(common.granted_tools) == 0
 
+# A group grant whose role lists at least one tool is named: grant:<group>:<role>.
+on contains concat(":", ["grant", group, role]) if {
+	some [group, role] in common.group_roles
+	some tool in common.workspace.roles[role]
+	tool in common.known_tools
+}
+
 # SPEC §12: no rate limit unless policy data sets one. Policy data lists the rules by name;
 # the service counts a call against the rules whose `tools` name its tool (or are empty).
 rate_limits := [limit |

@@ -103,6 +103,7 @@ class CallContext:
             agent_id=inv.agent_id,
             purpose_ref=inv.purpose_ref,
             host_id=inv.host_id,
+            groups=inv.groups,
         )
 
     def check_still_wanted(self) -> None:

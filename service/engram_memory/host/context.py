@@ -13,12 +13,25 @@ with these claims; a host in any language can mint it (see README "Host integrat
 | audit_id | str | the host's audit id, echoed as `auditId` in every envelope |
 | iat, exp | int (s) | issued / expires; `exp - iat` <= 300 |
 | deadline_ms | int, optional | epoch ms after which the call must not commit |
+| groups | [str], optional | the principal's groups, from the host's identity provider |
+
+`groups` holds `group:<name>` references, sorted by code point and unique, at most 64, each at
+most 256 UTF-8 bytes, NFC, without `*` or control/format characters; absent (or `[]`) means no
+groups, anything else makes the whole token invalid. The token as a whole stays within 8192
+bytes, which bounds the total.
+
+SPEC does not define `groups`: it only widens which grants of the policy data apply (README
+"Host integration"); the tool contract is unchanged, and a context without it behaves exactly
+as before.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
+import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +42,12 @@ from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
 INVOCATION_META_KEY = "engram-memory/invocation"
 INVOCATION_TYP = "engram-invocation+jwt"
 _SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+GROUP_PREFIX = "group:"
+MAX_GROUPS = 64
+MAX_GROUP_BYTES = 256
+# Control, format, surrogate and line/paragraph separators: invisible or ambiguous in a
+# group name an operator reads in policy data, so a claim carrying one is refused.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,8 @@ class InvocationContext:
     issued_at_s: int
     expires_at_s: int
     deadline_ms: int | None = None
+    # The host-asserted groups (`group:<name>`, sorted, unique); () when the claim is absent.
+    groups: tuple[str, ...] = ()
 
     @property
     def scope_ref(self) -> str:
@@ -83,7 +104,41 @@ def verify_invocation(
         issued_at_s=int(claims["iat"]),
         expires_at_s=int(claims["exp"]),
         deadline_ms=deadline,
+        groups=_verified_groups(claims["groups"]) if "groups" in claims else (),
     )
+
+
+def _verified_groups(value: object) -> tuple[str, ...]:
+    """The `groups` claim, checked strictly: the host signs exactly the canonical form.
+
+    Raises:
+        TokenInvalid: not a list (null included), too many, or any group malformed,
+            unsorted or repeated.
+    """
+    if not isinstance(value, list) or len(value) > MAX_GROUPS:
+        raise TokenInvalid("groups shape")
+    for group in value:
+        if not is_group_ref(group):
+            raise TokenInvalid("groups item shape")
+    if any(earlier >= later for earlier, later in itertools.pairwise(value)):
+        raise TokenInvalid("groups not sorted and unique")
+    return tuple(value)
+
+
+def is_group_ref(value: object) -> bool:
+    """True for a well-formed group reference: `group:<name>`, NFC, <= 256 UTF-8 bytes,
+    no `*`, no control, format or separator characters."""
+    if not isinstance(value, str) or not value.startswith(GROUP_PREFIX):
+        return False
+    if len(value) == len(GROUP_PREFIX) or "*" in value:
+        return False
+    if any(unicodedata.category(char) in _REFUSED_CATEGORIES for char in value):
+        return False
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return size <= MAX_GROUP_BYTES and unicodedata.is_normalized("NFC", value)
 
 
 def mint_invocation(
@@ -99,9 +154,14 @@ def mint_invocation(
     audit_id: str,
     lifetime_s: int = 120,
     deadline_ms: int | None = None,
+    groups: Sequence[str] | None = None,
     now_s: int | None = None,
 ) -> str:
-    """Mint an invocation context token (used by the reference host and tests)."""
+    """Mint an invocation context token (used by the reference host and tests).
+
+    `groups` is signed as given (a host sorts and de-duplicates its identity provider's
+    groups first; `canonical_groups` does that); None or empty omits the claim.
+    """
     iat = int(time.time()) if now_s is None else now_s
     claims: dict[str, Any] = {
         "iss": host_id,
@@ -117,4 +177,19 @@ def mint_invocation(
     }
     if deadline_ms is not None:
         claims["deadline_ms"] = deadline_ms
+    if groups:
+        claims["groups"] = list(groups)
     return sign(claims, signer, INVOCATION_TYP)
+
+
+def canonical_groups(groups: Sequence[str]) -> list[str]:
+    """The claim form of a host's groups: sorted by code point, duplicates dropped.
+
+    Raises:
+        ValueError: a group is not a well-formed `group:<name>`, or there are more than 64.
+    """
+    unique = sorted(set(groups))
+    bad = [group for group in unique if not is_group_ref(group)]
+    if bad or len(unique) > MAX_GROUPS:
+        raise ValueError("groups must be at most 64 well-formed group:<name> references")
+    return unique

@@ -21,9 +21,11 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    model_validator,
 )
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.host.context import GROUP_PREFIX, is_group_ref
 from engram_memory.policy.yaml_source import Path_, YamlSource, read_yaml
 
 TOOLS: tuple[str, ...] = (
@@ -70,16 +72,57 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+def _not_a_group(principal: str) -> str:
+    if principal.startswith(GROUP_PREFIX):
+        raise ValueError("a group is granted with `group:`, not `principal:`")
+    return principal
+
+
+def _group_ref(group: str) -> str:
+    if not is_group_ref(group):
+        raise ValueError(
+            "must be `group:<name>` (at most 256 UTF-8 bytes, NFC, no `*`, no control or"
+            " format characters), as the host's `groups` claim carries it"
+        )
+    return group
+
+
+def _selects_no_group(principal: str) -> str:
+    if principal.startswith(GROUP_PREFIX):
+        raise ValueError("selectors name principals and roles: grant the group a role instead")
+    return principal
+
+
+GroupRef = Annotated[str, AfterValidator(_group_ref)]
+# A principal a selector names; a group here would never match anybody.
+SelectedPrincipal = Annotated[Ref, AfterValidator(_selects_no_group)]
+
+
 class Grant(_Model):
-    principal: Ref
+    """Roles for one principal, or for every caller whose signed `groups` claim names the
+    group; exactly one of the two."""
+
+    principal: Annotated[Ref, AfterValidator(_not_a_group)] | None = None
+    group: GroupRef | None = None
     roles: list[Name] = Field(min_length=1)
     purposes: list[Ref] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_grantee(self) -> Grant:
+        if (self.principal is None) == (self.group is None):
+            raise ValueError("name exactly one of `principal` or `group`")
+        return self
+
+    @property
+    def grantee(self) -> str:
+        """The principal or group this grant is for."""
+        return self.principal if self.principal is not None else str(self.group)
 
 
 class RedactionRule(_Model):
     name: Name
     purposes: list[Ref] | None = Field(default=None, min_length=1)
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
     allowed_fields: list[JsonPointer]
     allow_derivation_lineage: bool = False
@@ -87,7 +130,7 @@ class RedactionRule(_Model):
 
 
 class Selector(_Model):
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
@@ -103,7 +146,7 @@ class Reconciliation(_Model):
 
 class ConfirmationSelector(_Model):
     tool: SelectableTool
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
@@ -174,7 +217,7 @@ class RateLimit(_Model):
     calls: Annotated[int, Field(ge=1, le=1_000_000)]
     per: Duration
     tools: list[ToolName] | None = Field(default=None, min_length=1)
-    principals: list[Ref] | None = Field(default=None, min_length=1)
+    principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 

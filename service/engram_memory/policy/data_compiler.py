@@ -1,7 +1,7 @@
 """Validated policy data compiled into the bundle's data document for Rego.
 
 The document is `{"engram": {"config": {"tenants": {...}}}}`, keyed by tenant, workspace and
-principal so Rego looks the caller up by key; durations become milliseconds, consented
+principal (or group) so Rego looks the caller up by key; durations become milliseconds, consented
 families a set, selectors plain lists. `policies/README.md` documents the result.
 """
 
@@ -43,11 +43,15 @@ def _compile_retention(retention: Retention | None) -> dict[str, Any]:
 
 def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
     principals: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for grant in ws.grants:
         entry: dict[str, Any] = {"roles": sorted(set(grant.roles))}
         if grant.purposes:
             entry["purposes"] = sorted(set(grant.purposes))
-        principals.setdefault(grant.principal, []).append(entry)
+        if grant.group is not None:
+            groups.setdefault(grant.group, []).append(entry)
+        else:
+            principals.setdefault(grant.grantee, []).append(entry)
     redaction = []
     for rule in ws.redaction:
         compiled: dict[str, Any] = {
@@ -73,6 +77,8 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
         "memory_enabled": ws.memory_enabled,
         "roles": {role: sorted(set(tools)) for role, tools in ws.roles.items()},
         "principals": principals,
+        # Grants by group, looked up by each `group:<name>` of the caller's signed claim.
+        "groups": groups,
         "redaction": redaction,
         # A workspace retention block replaces the tenant's as a whole.
         "retention": _compile_retention(ws.retention or policy.retention),

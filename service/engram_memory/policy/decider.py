@@ -63,9 +63,11 @@ class Subject:
     agent_id: str
     purpose_ref: str
     host_id: str
+    # Host-asserted `group:<name>` references, sorted and unique (host/context.py).
+    groups: tuple[str, ...] = ()
 
     def as_input(self) -> dict[str, Any]:
-        return {
+        subject: dict[str, Any] = {
             "tenant": self.tenant,
             "workspace": self.workspace,
             "principal": self.principal,
@@ -73,6 +75,10 @@ class Subject:
             "purpose_ref": self.purpose_ref,
             "host_id": self.host_id,
         }
+        # Only when present, so every input (and receipt digest) without groups is unchanged.
+        if self.groups:
+            subject["groups"] = list(self.groups)
+        return subject
 
 
 class AdmissionCandidate(BaseModel):
