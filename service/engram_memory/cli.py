@@ -45,6 +45,8 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
             "refusal_burst": args.refusal_burst,
             "refusal_interval_s": args.refusal_interval_s,
+            "checkpoint_key": args.checkpoint_key,
+            "checkpoint_interval_s": args.checkpoint_interval_s,
         }
     )
     http_settings = None
@@ -297,6 +299,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--refusal-interval-s",
         help="the window, in seconds, after which one summary entry records the refusals "
         "counted in it (env ENGRAM_REFUSAL_INTERVAL_S; default: 60)",
+    )
+    serve.add_argument(
+        "--checkpoint-key",
+        help="Ed25519 private key (PEM, 0600) that signs audit checkpoints and export "
+        "manifests (env ENGRAM_CHECKPOINT_KEY; default: none, nothing is signed)",
+    )
+    serve.add_argument(
+        "--checkpoint-interval-s",
+        help="seconds between signed checkpoints, written only when a head moved "
+        "(env ENGRAM_CHECKPOINT_INTERVAL_S; default: 300)",
     )
     serve.set_defaults(handler=_serve)
 

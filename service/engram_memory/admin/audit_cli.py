@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engram_memory.admin import checkpoint_cli
 from engram_memory.contract.digests import principal_ref
 from engram_memory.contract.errors import (
     ConfigurationError,
@@ -26,7 +27,9 @@ from engram_memory.contract.errors import (
     StoreDamaged,
     StoreRefusal,
 )
+from engram_memory.core.checkpoints import export_signed, wall_clock_ms
 from engram_memory.core.key_recovery import audit_key_directory
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.key_audit import KeyDirectoryInconsistent
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
@@ -34,7 +37,6 @@ from engram_memory.store.anchors import AnchorFile, find_loss
 from engram_memory.store.audit import AuditChainBroken
 from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
-from engram_memory.store.export import export_tables
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.journal import JournalCorrupt
 
@@ -49,9 +51,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     verify.add_argument(
         "--root-key", help="ENGRAM_ROOT_KEY: also check the head anchor's MAC (optional)"
     )
+    checkpoint_cli.add_verify_flags(verify)
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
+    export.add_argument(
+        "--checkpoint-key",
+        help="sign the manifest and a checkpoint with this key (env ENGRAM_CHECKPOINT_KEY)",
+    )
+    checkpoint_cli.add_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -140,22 +148,41 @@ def _verify_command(args: argparse.Namespace) -> int:
         return refusal.exit_code if isinstance(refusal, StoreRefusal) else 2
     except StoreBehindAnchor as exc:
         print(f"FAILED: {exc}")
+        if args.checkpoint:  # what the checkpoint says about the loss, too
+            print("\n".join(_checkpoint(args)[1]))
         return exc.exit_code
     try:
         keys = audit_key_directory(data_dir)
     except KeyDirectoryInconsistent as exc:
         print(f"FAILED: {type(exc).__name__}: {exc}")
         return EXIT_CHAIN_BROKEN
+    extends = ""
+    if args.checkpoint:
+        code, lines = _checkpoint(args)
+        if code:
+            print("\n".join(lines))
+            return code
+        extends = "; " + "; ".join(lines)
     print(
         f"ok: {verified.events} journal events, {verified.entries} audit entries, "
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
-        f"tables, {keys.key_files} key files verified; head anchor {verified.anchor}"
+        f"tables, {keys.key_files} key files verified; head anchor {verified.anchor}{extends}"
     )
     return 0
 
 
-def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
-    """Verify, then export; an export of a broken chain is refused.
+def _checkpoint(args: argparse.Namespace) -> tuple[int, list[str]]:
+    return checkpoint_cli.checkpoint_lines(
+        Path(args.data_dir), Path(args.checkpoint), args.checkpoint_public_key
+    )
+
+
+def export_data_dir(
+    data_dir: Path, out_dir: Path, key: CheckpointSigningKey | None = None
+) -> dict[str, object]:
+    """Verify, then export with a signed, timestamped manifest (and a checkpoint.json) when
+    `key` is given, an unsigned timestamped one otherwise; an export of a broken chain is
+    refused. (The store is read-only here: the checkpoint is not kept in it.)
 
     Raises:
         JournalCorrupt / AuditChainBroken: verification failed; nothing is exported.
@@ -164,7 +191,10 @@ def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
     database = Database.open(data_dir, read_only=True)
     try:
         with database.transaction() as tx:
-            return export_tables(tx, out_dir, lambda line: print(line, file=sys.stderr))
+            manifest, _ = export_signed(
+                tx, out_dir, lambda line: print(line, file=sys.stderr), key, wall_clock_ms()
+            )
+            return manifest
     finally:
         database.close()
 
@@ -174,6 +204,11 @@ def run(args: argparse.Namespace) -> int:
         print(principal_ref(args.tenant, args.principal))
         return 0
     if args.audit_command == "export":
-        export_data_dir(Path(args.data_dir), Path(args.out))
+        key_path = args.checkpoint_key or os.environ.get("ENGRAM_CHECKPOINT_KEY")
+        key = CheckpointSigningKey.from_pem_file(Path(key_path)) if key_path else None
+        export_data_dir(Path(args.data_dir), Path(args.out), key)
         return 0
+    handled = checkpoint_cli.run(args)
+    if handled is not None:
+        return handled
     return _verify_command(args)

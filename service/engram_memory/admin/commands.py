@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram_memory.admin.backup import BackupService
+from engram_memory.admin.checkpointing import CheckpointService
 from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.loss import LossService
 from engram_memory.admin.maintenance import (
@@ -43,6 +44,7 @@ OPERANDS: Mapping[str, Mapping[str, type]] = {
     "backup": {"out": str},
     "compact": {},
     "accept-loss": {"reason": str},
+    "audit-checkpoint": {"out": str},
 }
 # Files named by these operands are opened by whichever process executes the command, so
 # they travel as absolute paths.
@@ -136,6 +138,8 @@ def execute(services: Services, command: AdminCommand, progress: Progress) -> di
         return LossService(services).accept_loss(who, command.text("reason"), progress)
     if name == "backup":
         return BackupService(services).backup(who, Path(command.text("out")), progress)
+    if name == "audit-checkpoint":
+        return CheckpointService(services).checkpoint(who, Path(command.text("out")), progress)
     if name == "history":
         return maintenance.history(who, command.text("target_id"))
     if name == "inspect":

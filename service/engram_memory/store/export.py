@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engram_memory.contract.canonical import canonical_text
+from engram_memory.contract.canonical import JsonValue, canonical_text, normalize
 from engram_memory.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.store.database import Transaction, load_queries
 
@@ -29,9 +29,18 @@ def _sql_path(path: Path) -> str:
 
 
 def export_tables(
-    tx: Transaction, out_dir: Path, progress: Callable[[str], None]
+    tx: Transaction,
+    out_dir: Path,
+    progress: Callable[[str], None],
+    *,
+    extra_files: Mapping[str, Mapping[str, JsonValue]] | None = None,
+    seal: Callable[[dict[str, object]], dict[str, object]] | None = None,
 ) -> dict[str, object]:
     """Write one Parquet file per exported table and the manifest; return the manifest.
+
+    `extra_files` (name -> JSON document, e.g. the export's signed checkpoint) are written
+    beside the tables and listed in the manifest; `seal` (core/checkpoints.py `sign_manifest`)
+    timestamps and signs the manifest before it is written.
 
     Raises:
         StoreUnavailable: a query or COPY failed.
@@ -51,6 +60,12 @@ def export_tables(
                 "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
             }
         )
+    for name, document in sorted((extra_files or {}).items()):
+        target = out_dir / name
+        _write_private(target, json.dumps(dict(document), indent=2, sort_keys=True) + "\n")
+        files.append(
+            {"name": name, "rows": 1, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+        )
     head = tx.fetchone(_Q["audit_head"])
     journal_heads = {
         str(scope): {"cursor": str(cursor), "event_hash": str(event_hash)}
@@ -64,10 +79,16 @@ def export_tables(
         "journal_heads": journal_heads,
         "files": files,
     }
-    text = json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
-    fd = os.open(out_dir / MANIFEST_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    make_private(out_dir / MANIFEST_FILE)  # an existing manifest keeps its mode on O_TRUNC
+    if seal is not None:
+        manifest = seal(manifest)
+    text = json.dumps(json.loads(canonical_text(normalize(manifest))), indent=2) + "\n"
+    _write_private(out_dir / MANIFEST_FILE, text)
     progress(f"manifest written: {out_dir / MANIFEST_FILE}")
     return manifest
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    make_private(path)  # an existing file keeps its mode on O_TRUNC
