@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text, normalize
+from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
 from engram_memory.contract.errors import EngramError
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.checkpoint_key import (
@@ -75,7 +75,7 @@ def load_checkpoint_key(path: Path | None) -> CheckpointSigningKey | None:
 
 
 def _signature_block(body: Mapping[str, object], key: CheckpointSigningKey) -> JsonValue:
-    value = key.sign(canonical_json(normalize(dict(body))))
+    value = key.sign(canonical_json(dict(body)))
     return {
         "alg": ALGORITHM,
         "key_id": key.key_id,
@@ -103,8 +103,8 @@ def verify_signature(document: Mapping[str, object], public_key: CheckpointPubli
         raise CheckpointInvalid("signature value is not base64") from exc
     body = {k: v for k, v in document.items() if k != SIGNATURE}
     try:
-        message = canonical_json(normalize(body))
-    except (ValueError, TypeError) as exc:
+        message = canonical_json(body)
+    except ValueError as exc:  # NonCanonicalValue
         raise CheckpointInvalid("document is not canonicalizable") from exc
     if not public_key.verifies(message, signature):
         raise CheckpointInvalid("signature does not verify")

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engram_memory.contract.canonical import JsonValue, canonical_text, normalize
+from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.store.database import Transaction, load_queries
 
@@ -81,7 +81,7 @@ def export_tables(
     }
     if seal is not None:
         manifest = seal(manifest)
-    text = json.dumps(json.loads(canonical_text(normalize(manifest))), indent=2) + "\n"
+    text = json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
     _write_private(out_dir / MANIFEST_FILE, text)
     progress(f"manifest written: {out_dir / MANIFEST_FILE}")
     return manifest
