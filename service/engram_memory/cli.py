@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
+    from engram_memory.core.checkpoints import warn_unsigned
     from engram_memory.http_settings import load_http_settings, load_max_request_bytes
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
@@ -82,6 +83,8 @@ def _serve(args: argparse.Namespace) -> int:
             stop.on_begin(service.services.settings.failpoints.release_paused)
             if not config.memory_enabled:
                 _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
+            if config.checkpoint_key is None:  # once the store is served, not on a refusal
+                warn_unsigned()
             if args.transport == "stdio":
                 anyio.run(serve_stdio, service, stop, max_request_bytes)
             else:

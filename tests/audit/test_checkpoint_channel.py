@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ def test_an_auditor_asks_a_running_service_for_a_checkpoint_and_verifies_the_sto
 ) -> None:
     env, secrets = _serving_env(prepared)
     public = secrets / CHECKPOINT_PUBLIC_FILE
+    assert stat.S_IMODE((secrets / CHECKPOINT_KEY_FILE).stat().st_mode) == 0o600  # host init
     out = tmp_path / "kept.json"
     with http_server(env):
         asked = _cli(env, "audit", "checkpoint", "--out", str(out), *WHO)

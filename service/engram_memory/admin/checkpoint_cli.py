@@ -140,8 +140,11 @@ def _result_lines(result: CheckpointResult) -> tuple[int, list[str]]:
     return EXIT_NOT_EXTENDED, lines + notes
 
 
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _checkpoint_command(args: argparse.Namespace) -> int:
-    from engram_memory.admin.admin_cli import _progress
     from engram_memory.admin.channel import send_command
     from engram_memory.admin.commands import AdminCommand, execute
     from engram_memory.admin.maintenance import Operator

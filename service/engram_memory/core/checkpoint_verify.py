@@ -167,6 +167,7 @@ def verify_against_checkpoint(
             signed.audit,
             {h.audit[0]: h.audit[1] for h in others if h.audit is not None},
             rows.last_sequence(tx),
+            lambda positions: rows.entry_hashes_at(tx, positions),
             lambda low, high: rows.entry_hashes(tx, low, high),
             None if export is None else export.entries,
         )
@@ -177,6 +178,7 @@ def verify_against_checkpoint(
             head,
             {h.journal[scope][0]: h.journal[scope][1] for h in others if scope in h.journal},
             rows.last_cursor(tx, scope),
+            lambda positions, s=scope: rows.event_hashes_at(tx, s, positions),  # type: ignore[misc]
             lambda low, high, s=scope: rows.event_hashes(tx, s, low, high),  # type: ignore[misc]
             None if export is None else export.events(scope),
         )
@@ -233,17 +235,17 @@ def _locate(
     signed: rows.Head,
     anchors: Mapping[int, str],
     last: int,
+    stored_at: Callable[[list[int]], dict[int, str]],
     stored: Hashes,
     exported: Hashes | None,
 ) -> Divergence | None:
     """None when the chain holds `signed`; else where it first diverges, as exactly as the
     signed positions (`anchors`, position -> hash) and a bound export allow."""
     position = signed[0]
-    in_store = stored(position, position)
-    if in_store.get(position) == signed[1]:
+    if stored_at([position]).get(position) == signed[1]:
         return None
-    relevant = {p: h for p, h in anchors.items() if p <= position}
-    present = stored(min(relevant), position) if relevant else {}
+    relevant = {p: h for p, h in anchors.items() if p <= position} | {position: signed[1]}
+    present = stored_at(sorted(relevant))
     matching = [p for p, h in relevant.items() if present.get(p) == h]
     differing = [p for p, h in relevant.items() if present.get(p) != h]
     good = max((p for p in matching if p < min(differing)), default=0)

@@ -59,19 +59,22 @@ class CheckpointInvalid(EngramError):
 
 
 def load_checkpoint_key(path: Path | None) -> CheckpointSigningKey | None:
-    """The configured checkpoint key; without one, one warning and nothing is signed.
+    """The configured checkpoint key, or None when none is configured (nothing is signed;
+    `serve` says so once: `warn_unsigned`).
 
     Raises:
         ConfigurationError: a key is configured but unusable (the service must not start
             believing it signs checkpoints when it cannot).
     """
-    if path is None:
-        log.warning(
-            "no checkpoint key (ENGRAM_CHECKPOINT_KEY): audit checkpoints are not written "
-            "and export manifests are unsigned"
-        )
-        return None
-    return CheckpointSigningKey.from_pem_file(path)
+    return None if path is None else CheckpointSigningKey.from_pem_file(path)
+
+
+def warn_unsigned() -> None:
+    """The one start-up warning of a service without a checkpoint key."""
+    log.warning(
+        "no checkpoint key (ENGRAM_CHECKPOINT_KEY): audit checkpoints are not written "
+        "and export manifests are unsigned"
+    )
 
 
 def _signature_block(body: Mapping[str, object], key: CheckpointSigningKey) -> JsonValue:
@@ -128,6 +131,22 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _heads_json(
+    audit_head: rows.Head | None, journal_heads: Mapping[str, rows.Head]
+) -> dict[str, JsonValue]:
+    """The `audit_head` and `journal_heads` members of a checkpoint (and of a manifest)."""
+    return {
+        "audit_head": None
+        if audit_head is None or audit_head[0] == 0
+        else {"sequence": audit_head[0], "entry_hash": audit_head[1]},
+        "journal_heads": {
+            scope: {"cursor": str(cursor), "event_hash": event_hash}
+            for scope, (cursor, event_hash) in sorted(journal_heads.items())
+            if cursor > 0
+        },
+    }
+
+
 def checkpoint_document(
     audit_head: rows.Head | None,
     journal_heads: Mapping[str, rows.Head],
@@ -137,14 +156,7 @@ def checkpoint_document(
     """The signed checkpoint of these heads (an empty audit trail: `audit_head` null)."""
     body: dict[str, JsonValue] = {
         "format": CHECKPOINT_FORMAT,
-        "audit_head": None
-        if audit_head is None or audit_head[0] == 0
-        else {"sequence": audit_head[0], "entry_hash": audit_head[1]},
-        "journal_heads": {
-            scope: {"cursor": str(cursor), "event_hash": event_hash}
-            for scope, (cursor, event_hash) in sorted(journal_heads.items())
-            if cursor > 0
-        },
+        **_heads_json(audit_head, journal_heads),
         "signed_at": format_instant(now_ms),
         "key_id": key.key_id,
     }
@@ -247,6 +259,8 @@ class CheckpointWriter:
         self.written = 0
 
     def _last_stored_heads(self) -> object:
+        """The heads of the newest kept checkpoint (None if none): a restart of an idle
+        service signs nothing new."""
         try:
             with self._database.reading() as tx:
                 stored = rows.stored_documents(tx)
@@ -255,14 +269,12 @@ class CheckpointWriter:
         if not stored:
             return None
         latest = json.loads(stored[-1])
-        return (latest.get("audit_head"), latest.get("journal_heads"))
+        return {field: latest.get(field) for field in ("audit_head", "journal_heads")}
 
-    def _current(self) -> tuple[rows.Head | None, dict[str, rows.Head], object]:
+    def _current(self) -> tuple[rows.Head | None, dict[str, rows.Head]]:
+        """The committed heads, from the writer's cache (no query)."""
         _, heads = self._database.heads()
-        audit = None if heads.audit[0] == 0 else heads.audit
-        journal = {scope: head for scope, head in heads.journal.items() if head[0] > 0}
-        probe = checkpoint_document(audit, journal, self._key, 0)
-        return audit, journal, (probe["audit_head"], probe["journal_heads"])
+        return heads.audit, dict(heads.journal)
 
     def write_if_due(self, now_ms: int | None = None) -> dict[str, JsonValue] | None:
         """Write a checkpoint when the interval has passed and a head moved; return it."""
@@ -271,7 +283,8 @@ class CheckpointWriter:
             return None
         self._next_due_ms = now + self._interval_ms
         try:
-            audit, journal, covered = self._current()
+            audit, journal = self._current()
+            covered = _heads_json(audit, journal)
             if covered == self._covered:
                 return None
             document = checkpoint_document(audit, journal, self._key, now)

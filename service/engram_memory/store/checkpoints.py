@@ -59,6 +59,17 @@ def entry_hashes(tx: Transaction, low: int, high: int) -> dict[int, str]:
     return {int(s): str(h) for s, h in tx.fetchall(_Q["entry_hashes_between"], [low, high])}
 
 
+def entry_hashes_at(tx: Transaction, sequences: list[int]) -> dict[int, str]:
+    """Entry hashes by sequence, of those `sequences` that exist."""
+    return {int(s): str(h) for s, h in tx.fetchall(_Q["entry_hashes_at"], [sequences])}
+
+
+def event_hashes_at(tx: Transaction, scope_ref: str, cursors: list[int]) -> dict[int, str]:
+    """One scope's event hashes by cursor, of those `cursors` that exist."""
+    rows = tx.fetchall(_Q["event_hashes_at"], [scope_ref, cursors])
+    return {int(c): str(h) for c, h in rows}
+
+
 def event_hash_at(tx: Transaction, scope_ref: str, cursor: int) -> str | None:
     row = tx.fetchone(_Q["event_hash_at"], [scope_ref, cursor])
     return None if row is None else str(row[0])

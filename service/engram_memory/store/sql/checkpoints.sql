@@ -31,3 +31,10 @@ SELECT coalesce(max(cursor), 0) FROM journal_events WHERE scope_ref = ?;
 -- name: event_hashes_between
 SELECT cursor, event_hash FROM journal_events
 WHERE scope_ref = ? AND cursor BETWEEN ? AND ? ORDER BY cursor;
+
+-- name: entry_hashes_at
+SELECT sequence, entry_hash FROM audit_entries WHERE sequence IN (SELECT unnest(?::BIGINT[]));
+
+-- name: event_hashes_at
+SELECT cursor, event_hash FROM journal_events
+WHERE scope_ref = ? AND cursor IN (SELECT unnest(?::BIGINT[]));
