@@ -128,9 +128,10 @@ def checkpoint_lines(
 def _result_lines(result: CheckpointResult) -> tuple[int, list[str]]:
     signed = result.checkpoint
     sequence = 0 if signed.audit is None else signed.audit[0]
+    scopes = len(signed.journal)
     what = (
         f"checkpoint signed {signed.signed_at} (audit sequence {sequence}, "
-        f"{len(signed.journal)} journal scopes)"
+        f"{scopes} journal scope{'' if scopes == 1 else 's'})"
     )
     notes = [f"note: {result.export_used}"] if result.export_used else []
     if result.extends:
