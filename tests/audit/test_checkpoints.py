@@ -17,7 +17,10 @@ import pytest
 
 from engram_memory.admin.audit_cli import export_data_dir
 from engram_memory.admin.checkpoint_cli import verify_export
+from engram_memory.admin.checkpointing import CheckpointService
+from engram_memory.admin.maintenance import Operator
 from engram_memory.cli import main
+from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.core.checkpoint_verify import CheckpointResult, verify_against_checkpoint
 from engram_memory.core.checkpoints import (
     CheckpointInvalid,
@@ -337,3 +340,27 @@ def _sequence(document: dict[str, object]) -> int:
 
 def _signed_sequence(path: Path) -> int:
     return _sequence(json.loads(path.read_text()))
+
+
+def test_a_checkpoint_on_request_is_written_kept_and_audited_and_needs_a_key(
+    alice: Caller, store: Store, tmp_path: Path
+) -> None:
+    _calls(alice, 1)
+    dana = Operator("acme", "support", "human:dana")
+    with pytest.raises(ToolError) as refused:
+        CheckpointService(store.services).checkpoint(dana, tmp_path / "none.json", print)
+    assert refused.value.code is ErrorCode.CAPABILITY_UNAVAILABLE
+
+    store.services.checkpoint_key = KEY
+    before = _head(store)
+    value = CheckpointService(store.services).checkpoint(dana, tmp_path / "kept.json", print)
+    assert value["audit_sequence"] == before  # the refusal above is audited too
+    assert _head(store) == before + 1  # and so is this request
+    with store.services.database.reading() as tx:
+        kept = [json.loads(text) for text in rows.stored_documents(tx)]
+    assert kept == [json.loads((tmp_path / "kept.json").read_text())]
+
+    stranger = Operator("acme", "support", "human:nobody")
+    with pytest.raises(ToolError) as unauthorized:
+        CheckpointService(store.services).checkpoint(stranger, tmp_path / "x.json", print)
+    assert unauthorized.value.code is ErrorCode.UNAUTHORIZED
