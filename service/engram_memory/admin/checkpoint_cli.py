@@ -16,7 +16,6 @@ that is malformed or not signed by the given public key.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -24,7 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.errors import ConfigurationError, ToolError
-from engram_memory.core.checkpoint_verify import CheckpointResult, verify_against_checkpoint
+from engram_memory.core.checkpoint_verify import (
+    CheckpointResult,
+    file_sha256,
+    verify_against_checkpoint,
+)
 from engram_memory.core.checkpoints import CHECKPOINT_FILE, CheckpointInvalid, verify_signature
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey, CheckpointSigningKey
 from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed
@@ -205,7 +208,7 @@ def verify_export(directory: Path, key: CheckpointPublicKey) -> list[str]:
         target = directory / name
         if not name or "/" in name or not target.is_file():
             problems.append(f"{name or '(unnamed)'}: missing")
-        elif hashlib.sha256(target.read_bytes()).hexdigest() != entry.get("sha256"):
+        elif file_sha256(target) != entry.get("sha256"):
             problems.append(f"{name}: sha256 differs from the signed manifest")
     if (directory / CHECKPOINT_FILE).is_file():
         checkpoint = _read_json(directory / CHECKPOINT_FILE, "checkpoint")

@@ -220,7 +220,7 @@ def _bound_export(directory: Path, public_key: CheckpointPublicKey) -> tuple[_Ex
         heads = _signed_heads(manifest)
         digests = {f["name"]: f["sha256"] for f in manifest["files"]}
         for name in ("audit_entries.parquet", "journal_events.parquet"):
-            actual = hashlib.sha256((directory / name).read_bytes()).hexdigest()
+            actual = file_sha256(directory / name)
             if digests.get(name) != actual:
                 return None, f"export not used: {name} does not match its signed manifest"
     except CheckpointInvalid as exc:
@@ -228,6 +228,16 @@ def _bound_export(directory: Path, public_key: CheckpointPublicKey) -> tuple[_Ex
     except (OSError, ValueError, KeyError, TypeError):
         return None, "export not used: manifest or files unreadable"
     return _Export(directory, heads), "export beside the checkpoint used (signed manifest)"
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in pieces (exports can be large).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _locate(
