@@ -74,7 +74,7 @@ class Divergence:
             text = f"{self.chain}: truncated, first missing {unit} {self.low}"
             if self.unpinned is not None:
                 low, high = self.unpinned
-                text += f" ({unit} {low} to {high} not pinned by any signature: unproven)"
+                text += f" ({unit}s {low} to {high} not pinned by any signature: unproven)"
             return text
         if self.exact:
             return f"{self.chain}: rewritten, first divergent {unit} {self.low}"
