@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engram_memory.admin.audit_cli import export_data_dir
-from engram_memory.admin.checkpoint_cli import verify_export
+from engram_memory.admin.checkpoint_cli import verify_manifest
 from engram_memory.admin.checkpointing import CheckpointService
 from engram_memory.admin.maintenance import Operator
 from engram_memory.cli import main
@@ -117,9 +117,13 @@ def _verify(store: Store, *extra: str) -> int:
     return _exit_code("audit", "verify", "--data-dir", str(store.data_dir), *extra)
 
 
-def _verify_export(store: Store, export_dir: Path) -> int:
+def _verify_manifest(store: Store, export_dir: Path) -> int:
     return _exit_code(
-        "audit", "verify-export", str(export_dir), "--checkpoint-public-key", str(store.public_key)
+        "audit",
+        "verify-manifest",
+        str(export_dir),
+        "--checkpoint-public-key",
+        str(store.public_key),
     )
 
 
@@ -277,21 +281,25 @@ def test_the_export_manifest_is_signed_and_timestamped_and_any_change_is_detecte
     manifest = export_data_dir(store.data_dir, export_dir, KEY)
     assert manifest["signature"] is not None
     assert str(manifest["exported_at"]).endswith("Z")
-    assert verify_export(export_dir, KEY.public) == []
-    assert _verify_export(store, export_dir) == 0
+    assert verify_manifest(export_dir, KEY.public) == []
+    assert _verify_manifest(store, export_dir) == 0
 
     parquet = export_dir / "audit_entries.parquet"
     parquet.write_bytes(parquet.read_bytes() + b"\0")
-    assert verify_export(export_dir, KEY.public) != []
-    assert _verify_export(store, export_dir) == 1
+    assert verify_manifest(export_dir, KEY.public) != []
+    assert _verify_manifest(store, export_dir) == 1
 
     written = json.loads((export_dir / "manifest.json").read_text())
     written["files"][0]["sha256"] = "0" * 64  # hide the change in the manifest
     (export_dir / "manifest.json").write_text(json.dumps(written))
     with pytest.raises(CheckpointInvalid):
-        verify_export(export_dir, KEY.public)
+        verify_manifest(export_dir, KEY.public)
     done = _cli(
-        "audit", "verify-export", str(export_dir), "--checkpoint-public-key", str(store.public_key)
+        "audit",
+        "verify-manifest",
+        str(export_dir),
+        "--checkpoint-public-key",
+        str(store.public_key),
     )
     assert done.returncode == 5, done.stdout + done.stderr
 
@@ -306,7 +314,7 @@ def test_without_a_checkpoint_key_the_manifest_is_timestamped_and_says_it_is_uns
     assert "exported_at" in manifest
     assert not (tmp_path / "export" / "checkpoint.json").exists()
     with pytest.raises(CheckpointInvalid):
-        verify_export(tmp_path / "export", KEY.public)
+        verify_manifest(tmp_path / "export", KEY.public)
 
 
 def test_the_interval_writer_signs_a_checkpoint_when_due_and_only_when_a_head_moved(

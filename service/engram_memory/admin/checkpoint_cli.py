@@ -6,7 +6,7 @@
   the values an auditor keeps;
 - `audit verify --checkpoint FILE [--checkpoint-public-key PUB]` (the check itself,
   `checkpoint_lines`, is called by audit_cli's verify): prove the chains extend the file;
-- `audit verify-export DIR`: the export manifest's signature and every file's sha256.
+- `audit verify-manifest DIR`: an export manifest's signature and every file's sha256.
 
 Exit codes: 0 verified; 1 the chains do not extend the checkpoint (or an export file does
 not match its manifest); 2 a file or key that cannot be read; 5 a checkpoint or manifest
@@ -50,7 +50,7 @@ def add_verify_flags(verify: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(audit_sub: Any) -> None:
-    """Register `checkpoint`, `checkpoint-key` and `verify-export` under `audit`."""
+    """Register `checkpoint`, `checkpoint-key` and `verify-manifest` under `audit`."""
     checkpoint = audit_sub.add_parser(
         "checkpoint", help="sign the audit and journal heads now; write the checkpoint file"
     )
@@ -69,7 +69,7 @@ def add_parsers(audit_sub: Any) -> None:
         "--key", help="the private key file (default: ENGRAM_CHECKPOINT_KEY) or a public key"
     )
     export = audit_sub.add_parser(
-        "verify-export", help="check an export's signed manifest and every file's sha256"
+        "verify-manifest", help="check an export's signed manifest and every file's sha256"
     )
     export.add_argument("dir", help="the export directory")
     export.add_argument(
@@ -190,7 +190,7 @@ def _key_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def verify_export(directory: Path, key: CheckpointPublicKey) -> list[str]:
+def verify_manifest(directory: Path, key: CheckpointPublicKey) -> list[str]:
     """What is wrong with an export (empty: nothing): its manifest's signature, every listed
     file's sha256, and its checkpoint's signature and heads.
 
@@ -221,10 +221,10 @@ def verify_export(directory: Path, key: CheckpointPublicKey) -> list[str]:
     return problems
 
 
-def _verify_export_command(args: argparse.Namespace) -> int:
+def _verify_manifest_command(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     try:
-        problems = verify_export(directory, _public_key(args.checkpoint_public_key))
+        problems = verify_manifest(directory, _public_key(args.checkpoint_public_key))
     except ConfigurationError as exc:
         print(f"FAILED: {exc}")
         return EXIT_UNREADABLE
@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> int | None:
     handlers = {
         "checkpoint": _checkpoint_command,
         "checkpoint-key": _key_command,
-        "verify-export": _verify_export_command,
+        "verify-manifest": _verify_manifest_command,
     }
     handler = handlers.get(args.audit_command)
     return None if handler is None else handler(args)
