@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from engram_memory.config import ServiceConfig
 from engram_memory.contract.errors import ConfigurationError, StoreDamaged
+from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.forgotten import key_forgotten_rows
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
@@ -103,6 +104,7 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys)
+    checkpoint_key = load_checkpoint_key(config.checkpoint_key)
     # Before anything is written: a data directory holding another user's entry is refused.
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
@@ -129,11 +131,20 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
                     ),
                     clock_ms=_clock_ms,
                     search_index=search_index,
+                    checkpoint_key=checkpoint_key,
                 )
             )
+            checkpoints = None
+            if checkpoint_key is not None:
+                checkpoints = CheckpointWriter(
+                    database, checkpoint_key, config.checkpoint_interval_s * 1000, _clock_ms
+                )
+                checkpoints.start()
             try:
                 yield service
             finally:
+                if checkpoints is not None:
+                    checkpoints.close()
                 # Refusal summaries still owed are written while the store is open.
                 service.close()
         finally:

@@ -30,6 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
     from engram_memory.admin.channel import maintenance_channel
     from engram_memory.app import open_service
     from engram_memory.config import load_config
+    from engram_memory.core.checkpoints import warn_unsigned
     from engram_memory.http_settings import load_http_settings, load_max_request_bytes
     from engram_memory.mcp_server import http_server, serve_stdio
     from engram_memory.stopping import GracefulStop
@@ -47,6 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
             "drain_seconds": args.drain_seconds,
             "refusal_burst": args.refusal_burst,
             "refusal_interval_s": args.refusal_interval_s,
+            "checkpoint_key": args.checkpoint_key,
+            "checkpoint_interval_s": args.checkpoint_interval_s,
         }
     )
     http_settings = None
@@ -82,6 +85,8 @@ def _serve(args: argparse.Namespace) -> int:
             stop.on_begin(service.services.settings.failpoints.release_paused)
             if not config.memory_enabled:
                 _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
+            if config.checkpoint_key is None:  # once the store is served, not on a refusal
+                warn_unsigned()
             if args.transport == "stdio":
                 anyio.run(serve_stdio, service, stop, max_request_bytes)
             else:
@@ -310,6 +315,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--refusal-interval-s",
         help="the window, in seconds, after which one summary entry records the refusals "
         "counted in it (env ENGRAM_REFUSAL_INTERVAL_S; default: 60)",
+    )
+    serve.add_argument(
+        "--checkpoint-key",
+        help="Ed25519 private key (PEM, 0600) that signs audit checkpoints and export "
+        "manifests (env ENGRAM_CHECKPOINT_KEY; default: none, nothing is signed)",
+    )
+    serve.add_argument(
+        "--checkpoint-interval-s",
+        help="seconds between signed checkpoints, written only when a head moved "
+        "(env ENGRAM_CHECKPOINT_INTERVAL_S; default: 300)",
     )
     serve.set_defaults(handler=_serve)
 

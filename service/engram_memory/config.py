@@ -26,6 +26,8 @@
 | ENGRAM_INSECURE_NO_TLS | --insecure-no-tls | false |
 | ENGRAM_REFUSAL_BURST | --refusal-burst | 10: refusals audited one by one per key and window |
 | ENGRAM_REFUSAL_INTERVAL_S | --refusal-interval-s | 60: the window; then one counted summary |
+| ENGRAM_CHECKPOINT_KEY | --checkpoint-key | none (one warning: unsigned); Ed25519 PEM, 0600 |
+| ENGRAM_CHECKPOINT_INTERVAL_S | --checkpoint-interval-s | 300, only when a head moved |
 
 The HTTP settings (http_settings.py) are read only by `serve --transport http`, except
 ENGRAM_MAX_REQUEST_BYTES, which stdio applies to a request line.
@@ -47,6 +49,8 @@ from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
 from engram_memory.stopping import DEFAULT_DRAIN_SECONDS
 
+DEFAULT_CHECKPOINT_INTERVAL_S = 300
+
 EMBEDDED = "embedded"
 # Start a private `opa run --server` with the bundle on 127.0.0.1 (needs the OPA binary).
 OPA_SPAWN = "opa-spawn"
@@ -67,6 +71,10 @@ class ServiceConfig:
     refusal_interval_s: int = DEFAULT_INTERVAL_MS // 1000
     # None: bundle signatures are not checked (policy/signing.py).
     bundle_verification_key: VerificationKey | None = None
+    # The Ed25519 key that signs audit checkpoints and export manifests (core/checkpoints.py);
+    # None: none are signed. Read (and checked) by app.open_service before the store opens.
+    checkpoint_key: Path | None = None
+    checkpoint_interval_s: int = DEFAULT_CHECKPOINT_INTERVAL_S
 
     @property
     def uses_opa_server(self) -> bool:
@@ -94,6 +102,11 @@ def _existing_file(text: str | None, name: str) -> Path:
     if not path.is_file():
         raise ConfigurationError(f"{name} points to {path}, which is not a readable file")
     return path
+
+
+def _optional_file(text: str | None, name: str) -> Path | None:
+    """None when unset; a configured file that is missing is an error, never ignored."""
+    return None if not text else _existing_file(text, name)
 
 
 def _policy(text: str | None) -> str:
@@ -179,6 +192,16 @@ def load_config(
             _flag_or_env(flags, env, "ENGRAM_REFUSAL_INTERVAL_S"),
             "ENGRAM_REFUSAL_INTERVAL_S",
             DEFAULT_INTERVAL_MS // 1000,
+            1,
+            86_400,
+        ),
+        checkpoint_key=_optional_file(
+            _flag_or_env(flags, env, "ENGRAM_CHECKPOINT_KEY"), "ENGRAM_CHECKPOINT_KEY"
+        ),
+        checkpoint_interval_s=_whole(
+            _flag_or_env(flags, env, "ENGRAM_CHECKPOINT_INTERVAL_S"),
+            "ENGRAM_CHECKPOINT_INTERVAL_S",
+            DEFAULT_CHECKPOINT_INTERVAL_S,
             1,
             86_400,
         ),

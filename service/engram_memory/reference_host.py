@@ -21,6 +21,7 @@ import httpx
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
+from engram_memory.admin.host_cli import CHECKPOINT_KEY_FILE
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.host.confirmation import (
@@ -169,7 +170,10 @@ class ReferenceHost:
 def server_env(data_dir: Path, root_key: Path, public_keys: Path, **extra: str) -> dict[str, str]:
     """The environment of a server this host starts: its store in `data_dir`, the root key
     file, the host's public keys, memory enabled, the embedded policy engine; `extra` adds or
-    overrides variables. Nothing else of the host's environment leaks into the server."""
+    overrides variables. Nothing else of the host's environment leaks into the server.
+    A checkpoint key `host init` made beside the root key signs the server's checkpoints."""
+    checkpoint_key = root_key.parent / CHECKPOINT_KEY_FILE
+    signing = {"ENGRAM_CHECKPOINT_KEY": str(checkpoint_key)} if checkpoint_key.is_file() else {}
     return {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", ""),
@@ -178,6 +182,7 @@ def server_env(data_dir: Path, root_key: Path, public_keys: Path, **extra: str) 
         "ENGRAM_ROOT_KEY": str(root_key),
         "ENGRAM_MEMORY_ENABLED": "true",
         "ENGRAM_POLICY": "embedded",
+        **signing,
         **extra,
     }
 

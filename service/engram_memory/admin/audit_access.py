@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,7 @@ from engram_memory.admin.audit_service import (
     sequence_span,
 )
 from engram_memory.admin.channel import send_command
+from engram_memory.admin.checkpoint_cli import PUBLIC_KEY_VARIABLE
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.canonical import JsonValue
@@ -45,6 +47,7 @@ from engram_memory.contract.errors import (
     StoreDamaged,
     ToolError,
 )
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store.database import Database, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
 from engram_memory.store.export_chain import ExportChainBroken
@@ -64,10 +67,13 @@ def export_snapshot(
     progress: Callable[[str], None],
     previous: Path | None = None,
     who: Operator | None = None,
+    key: CheckpointSigningKey | None = None,
 ) -> dict[str, object]:
     """Export the audit trail of `data_dir` to `out_dir`; return the manifest. Runs inside
     the server holding `data_dir` when one does (then `who` is required), else opens the
-    store: as the service when `who` is named (audited), read-only otherwise.
+    store: as the service when `who` is named (audited), read-only otherwise. A server, or
+    the service opened here, signs with its own checkpoint key; a read-only export signs
+    with `key` when one is given.
 
     Raises:
         AuditAccessFailed: a chain does not verify or the store does not extend `previous`.
@@ -92,26 +98,39 @@ def export_snapshot(
     span = export_range(since_sequence, previous)
     database = _open_stopped(data_dir)
     try:
-        return export_from(database, out_dir, span, progress)
+        return export_from(database, out_dir, span, progress, key)[0]
     except CHAIN_DEFECTS as exc:
         raise AuditAccessFailed(f"{type(exc).__name__}: {exc}") from exc
     finally:
         database.close()
 
 
-def verify_live(data_dir: Path, who: Operator, progress: Callable[[str], None]) -> SnapshotVerified:
+def verify_live(
+    data_dir: Path,
+    who: Operator,
+    progress: Callable[[str], None],
+    checkpoint: Path | None = None,
+    public_key: str | None = None,
+) -> tuple[SnapshotVerified, tuple[int, list[str]] | None]:
     """`audit verify` of the store a server holds, inside it (or of a stopped one, opened
-    as the service), as `who`.
+    as the service), as `who`; with `checkpoint`, the same snapshot is compared with it.
+    Returns what was verified and, with a checkpoint, (exit code, lines) of the comparison.
 
     Raises:
         AuditAccessFailed: the first defect found.
         ToolError / ConfigurationError / StoreOpenFailed: as for `export_snapshot`.
     """
-    value = _run_as(who, data_dir, VERIFY_COMMAND, {}, progress)
+    key_path = public_key or os.environ.get(PUBLIC_KEY_VARIABLE) or ""
+    operands = {
+        # The server opens these files: absolute, as every path operand travels.
+        "checkpoint": "" if checkpoint is None else str(checkpoint.absolute()),
+        "checkpoint_public_key": str(Path(key_path).absolute()) if key_path else "",
+    }
+    value = _run_as(who, data_dir, VERIFY_COMMAND, operands, progress)
     verified = value.get("verified")
     if not isinstance(verified, dict):
         raise AuditAccessFailed(str(value.get("failure", "verification failed")))
-    return SnapshotVerified(
+    snapshot = SnapshotVerified(
         *(
             int(str(verified[key]))
             for key in (
@@ -123,6 +142,14 @@ def verify_live(data_dir: Path, who: Operator, progress: Callable[[str], None]) 
                 "audit_sequence",
             )
         )
+    )
+    compared = value.get("checkpoint")
+    if not isinstance(compared, dict):
+        return snapshot, None
+    lines = compared.get("lines")
+    return snapshot, (
+        int(str(compared.get("exit", 1))),
+        [str(line) for line in lines] if isinstance(lines, list) else [],
     )
 
 
@@ -214,6 +241,8 @@ def export_command(args: argparse.Namespace) -> int:
         ConfigurationError / StoreRefusal: printed by the CLI as one line.
     """
     previous = None if args.since is None else Path(args.since)
+    key_path = args.checkpoint_key or os.environ.get("ENGRAM_CHECKPOINT_KEY")
+    key = CheckpointSigningKey.from_pem_file(Path(key_path)) if key_path else None
     try:
         manifest = export_snapshot(
             Path(args.data_dir),
@@ -222,6 +251,7 @@ def export_command(args: argparse.Namespace) -> int:
             progress=_progress,
             previous=previous,
             who=operator_of(args),
+            key=key,
         )
     except AuditAccessFailed as exc:
         print(f"FAILED: {exc}")
@@ -252,18 +282,25 @@ def verify_command(args: argparse.Namespace, who: Operator) -> int:
     Raises:
         ConfigurationError / StoreRefusal: printed by the CLI as one line.
     """
+    checkpoint = None if args.checkpoint is None else Path(args.checkpoint)
     try:
-        verified = verify_live(Path(args.data_dir), who, _progress)
+        verified, compared = verify_live(
+            Path(args.data_dir), who, _progress, checkpoint, args.checkpoint_public_key
+        )
     except AuditAccessFailed as exc:
         print(f"FAILED: {exc}")
         return EXIT_DEFECT
     except ToolError as error:
         return _refused(error)
+    if compared is not None and compared[0] != 0:
+        print("\n".join(compared[1]))
+        return compared[0]
+    extends = "" if compared is None else "; " + "; ".join(compared[1])
     print(
         f"ok: {verified.events} journal events, {verified.entries} audit entries, "
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
         "tables verified in one snapshot; head anchor and key directory not checked (a "
-        "stopped service's `audit verify` without --operator checks them)"
+        f"stopped service's `audit verify` without --operator checks them){extends}"
     )
     return 0
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engram_memory.admin import checkpoint_cli
 from engram_memory.admin.audit_access import (
     add_access_arguments,
     export_command,
@@ -35,7 +36,9 @@ from engram_memory.contract.errors import (
     StoreDamaged,
     StoreRefusal,
 )
+from engram_memory.core.checkpoints import export_signed, wall_clock_ms
 from engram_memory.core.key_recovery import audit_key_directory
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.key_audit import KeyDirectoryInconsistent
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import audit, journal
@@ -43,7 +46,6 @@ from engram_memory.store.anchors import AnchorFile, find_loss
 from engram_memory.store.audit import AuditChainBroken
 from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed
 from engram_memory.store.driver_errors import OpenFailure
-from engram_memory.store.export import export_tables
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.journal import JournalCorrupt
 
@@ -59,6 +61,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--root-key", help="ENGRAM_ROOT_KEY: also check the head anchor's MAC (optional)"
     )
     add_access_arguments(verify)
+    checkpoint_cli.add_verify_flags(verify)
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
@@ -66,11 +69,17 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "--since", metavar="PREVIOUS_EXPORT_DIR", help="only what follows that export"
     )
     export.add_argument("--json", action="store_true", help="print the manifest")
+    export.add_argument(
+        "--checkpoint-key",
+        help="read-only export of a stopped store: sign the manifest and a checkpoint with "
+        "this key (env ENGRAM_CHECKPOINT_KEY); a server signs with its own",
+    )
     add_access_arguments(export)
     series = audit_sub.add_parser(
         "verify-export", help="check exports (a full one, then its increments) with files alone"
     )
     series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
+    checkpoint_cli.add_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -159,22 +168,41 @@ def _verify_command(args: argparse.Namespace) -> int:
         return refusal.exit_code if isinstance(refusal, StoreRefusal) else 2
     except StoreBehindAnchor as exc:
         print(f"FAILED: {exc}")
+        if args.checkpoint:  # what the checkpoint says about the loss, too
+            print("\n".join(_checkpoint(args)[1]))
         return exc.exit_code
     try:
         keys = audit_key_directory(data_dir)
     except KeyDirectoryInconsistent as exc:
         print(f"FAILED: {type(exc).__name__}: {exc}")
         return EXIT_CHAIN_BROKEN
+    extends = ""
+    if args.checkpoint:
+        code, lines = _checkpoint(args)
+        if code:
+            print("\n".join(lines))
+            return code
+        extends = "; " + "; ".join(lines)
     print(
         f"ok: {verified.events} journal events, {verified.entries} audit entries, "
         f"{verified.receipts} decision receipts, {verified.rows} rows in {verified.tables} "
-        f"tables, {keys.key_files} key files verified; head anchor {verified.anchor}"
+        f"tables, {keys.key_files} key files verified; head anchor {verified.anchor}{extends}"
     )
     return 0
 
 
-def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
-    """Verify, then export; an export of a broken chain is refused.
+def _checkpoint(args: argparse.Namespace) -> tuple[int, list[str]]:
+    return checkpoint_cli.checkpoint_lines(
+        Path(args.data_dir), Path(args.checkpoint), args.checkpoint_public_key
+    )
+
+
+def export_data_dir(
+    data_dir: Path, out_dir: Path, key: CheckpointSigningKey | None = None
+) -> dict[str, object]:
+    """Verify, then export with a signed, timestamped manifest (and a checkpoint.json) when
+    `key` is given, an unsigned timestamped one otherwise; an export of a broken chain is
+    refused. (The store is read-only here: the checkpoint is not kept in it.)
 
     Raises:
         JournalCorrupt / AuditChainBroken: verification failed; nothing is exported.
@@ -183,7 +211,10 @@ def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
     database = Database.open(data_dir, read_only=True)
     try:
         with database.transaction() as tx:
-            return export_tables(tx, out_dir, lambda line: print(line, file=sys.stderr))
+            manifest, _ = export_signed(
+                tx, out_dir, lambda line: print(line, file=sys.stderr), key, wall_clock_ms()
+            )
+            return manifest
     finally:
         database.close()
 
@@ -196,5 +227,8 @@ def run(args: argparse.Namespace) -> int:
         return verify_export_command(args)
     if args.audit_command == "export":
         return export_command(args)  # admin/audit_access.py: through a running server too
+    handled = checkpoint_cli.run(args)
+    if handled is not None:
+        return handled
     who = operator_of(args)
     return _verify_command(args) if who is None else verify_command(args, who)

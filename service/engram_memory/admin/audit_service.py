@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram_memory.admin.checkpoint_cli import checkpoint_lines_in
 from engram_memory.admin.maintenance import (
     Operator,
     Progress,
@@ -29,11 +30,12 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.checkpoints import export_signed, keep_checkpoint, wall_clock_ms
 from engram_memory.core.runtime import CallContext, Services
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store import audit, inventory, journal
 from engram_memory.store.audit import AuditChainBroken
 from engram_memory.store.database import Database, Transaction
-from engram_memory.store.export import export_tables
 from engram_memory.store.export_chain import ExportChainBroken, ExportRange, PreviousExport
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.journal import JournalCorrupt
@@ -82,9 +84,16 @@ def verify_snapshot(tx: Transaction) -> SnapshotVerified:
 
 
 def export_from(
-    database: Database, out_dir: Path, span: ExportRange, progress: Callable[[str], None]
-) -> dict[str, object]:
-    """Verify, check the previous export is extended, and export, in one read snapshot.
+    database: Database,
+    out_dir: Path,
+    span: ExportRange,
+    progress: Callable[[str], None],
+    key: CheckpointSigningKey | None = None,
+    now_ms: int | None = None,
+) -> tuple[dict[str, object], dict[str, JsonValue] | None]:
+    """Verify, check the previous export is extended, and export, in one read snapshot;
+    with `key`, the manifest is signed and the export holds a signed checkpoint of the same
+    snapshot (core/checkpoints.py). Returns (manifest, checkpoint or None).
 
     Raises:
         JournalCorrupt / AuditChainBroken / ExportChainBroken: nothing is exported.
@@ -101,7 +110,8 @@ def export_from(
         )
         if span.previous is not None:
             span.previous.check_extended_by(tx)
-        return export_tables(tx, out_dir, progress, span)
+        clock = wall_clock_ms() if now_ms is None else now_ms
+        return export_signed(tx, out_dir, progress, key, clock, span)
 
 
 def export_range(since_sequence: int | None, previous: Path | None) -> ExportRange:
@@ -153,20 +163,33 @@ class AuditAccessService:
             self._authorize_every_scope(ctx, audit, who)
             span = span_of()
             try:
-                manifest = export_from(self.services.database, out, span, progress)
+                manifest, checkpoint = export_from(
+                    self.services.database,
+                    out,
+                    span,
+                    progress,
+                    self.services.checkpoint_key,
+                    self.services.clock_ms(),
+                )
             except CHAIN_DEFECTS as exc:
                 return self._failed(ctx, audit, exc)
             detail = _export_detail(manifest, span)
             with self.services.database.transaction() as tx:
+                if checkpoint is not None:  # kept, like every checkpoint the service signs
+                    keep_checkpoint(tx, checkpoint, "export")
                 steps.audit_in_transaction(tx, ctx, audit, "ok", detail)
             value: dict[str, JsonValue] = {"manifest": _json(manifest)}
             return ToolOutcome.succeeded(value, audit)
 
         return run_authorized(self.services, who, "audit_export", "read", act)
 
-    def verify(self, who: Operator, progress: Progress) -> dict[str, JsonValue]:
+    def verify(
+        self, who: Operator, progress: Progress, checkpoint: str = "", public_key: str = ""
+    ) -> dict[str, JsonValue]:
         """Verify every chain, receipt and row in one snapshot; `{"verified": {...}}` or
-        `{"failure": "..."}` with the first defect (audited as JOURNAL_CORRUPT).
+        `{"failure": "..."}` with the first defect (audited as JOURNAL_CORRUPT). With a
+        `checkpoint` file (absolute path), the same snapshot is compared with it too:
+        `{"verified": ..., "checkpoint": {"exit": code, "lines": [...]}}`.
 
         Raises:
             ToolError: UNAUTHORIZED; STORE_UNAVAILABLE when the snapshot failed.
@@ -178,10 +201,21 @@ class AuditAccessService:
             try:
                 with self.services.database.reading() as tx:
                     verified = verify_snapshot(tx)
+                    compared = (
+                        checkpoint_lines_in(tx, Path(checkpoint), public_key or None)
+                        if checkpoint
+                        else None
+                    )
             except CHAIN_DEFECTS as exc:
                 return self._failed(ctx, audit, exc)
-            audit.noted(f"verified up to sequence={verified.audit_sequence}")
-            return ToolOutcome.succeeded({"verified": verified.as_json()}, audit)
+            value: dict[str, JsonValue] = {"verified": verified.as_json()}
+            noted = f"verified up to sequence={verified.audit_sequence}"
+            if compared is not None:
+                code, lines = compared
+                value["checkpoint"] = {"exit": code, "lines": list(lines)}
+                noted += f" checkpoint={'extended' if code == 0 else 'not extended'}"
+            audit.noted(noted)
+            return ToolOutcome.succeeded(value, audit)
 
         return run_authorized(self.services, who, "audit_verify", "read", act)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from engram_memory.admin.audit_service import AuditAccessService, span_from_operands
 from engram_memory.admin.backup import BackupService
+from engram_memory.admin.checkpointing import CheckpointService
 from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.loss import LossService
 from engram_memory.admin.maintenance import (
@@ -46,7 +47,9 @@ OPERANDS: Mapping[str, Mapping[str, type]] = {
     "accept-loss": {"reason": str},
     # admin/audit_service.py; "" = not given (a full export).
     "audit-export": {"out": str, "previous": str, "since_sequence": str},
-    "audit-verify": {},
+    # "" = not given: no checkpoint comparison (admin/checkpoint_cli.py).
+    "audit-verify": {"checkpoint": str, "checkpoint_public_key": str},
+    "audit-checkpoint": {"out": str},
 }
 # Files named by these operands are opened by whichever process executes the command, so
 # they travel as absolute paths.
@@ -144,7 +147,11 @@ def execute(services: Services, command: AdminCommand, progress: Progress) -> di
         span = span_from_operands(command.text("previous"), command.text("since_sequence"))
         return AuditAccessService(services).export(who, Path(command.text("out")), span, progress)
     if name == "audit-verify":
-        return AuditAccessService(services).verify(who, progress)
+        return AuditAccessService(services).verify(
+            who, progress, command.text("checkpoint"), command.text("checkpoint_public_key")
+        )
+    if name == "audit-checkpoint":
+        return CheckpointService(services).checkpoint(who, Path(command.text("out")), progress)
     if name == "history":
         return maintenance.history(who, command.text("target_id"))
     if name == "inspect":

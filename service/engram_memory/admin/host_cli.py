@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.keys import RootKey
 from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostSigningKey
@@ -15,10 +16,13 @@ from engram_memory.host.keys import HostSigningKey
 ROOT_KEY_FILE = "root.key"
 SIGNING_KEY_FILE = "host-signing.pem"
 PUBLIC_KEYS_FILE = "host-keys.pem"
+CHECKPOINT_KEY_FILE = "checkpoint.pem"
+CHECKPOINT_PUBLIC_FILE = "checkpoint-public.pem"  # for auditors (`audit checkpoint-key`)
 
 
 def init_host_dir(directory: Path) -> tuple[Path, Path, Path]:
-    """Create (once) a root key, a host signing key and its public key in `directory`.
+    """Create (once) a root key, a host signing key and its public key, and the Ed25519
+    checkpoint key and its public key (core/checkpoints.py) in `directory`.
 
     Returns (root key, signing key, public keys) paths; existing files are kept.
     """
@@ -31,6 +35,11 @@ def init_host_dir(directory: Path) -> tuple[Path, Path, Path]:
     RootKey.load_or_create(root)
     if not signing.exists():
         HostSigningKey.generate().write_pem_files(signing, public)
+    checkpoint = directory / CHECKPOINT_KEY_FILE
+    if not checkpoint.exists():
+        CheckpointSigningKey.generate().write_pem_files(
+            checkpoint, directory / CHECKPOINT_PUBLIC_FILE
+        )
     return root, signing, public
 
 
@@ -68,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
     if args.host_command == "init":
         root, signing, public = init_host_dir(Path(args.dir))
         print(f"ENGRAM_ROOT_KEY={root}\nENGRAM_HOST_KEYS={public}\n# host signing key: {signing}")
+        directory = Path(args.dir)
+        print(
+            f"ENGRAM_CHECKPOINT_KEY={directory / CHECKPOINT_KEY_FILE}\n"
+            f"# checkpoint public key, for auditors: {directory / CHECKPOINT_PUBLIC_FILE}"
+        )
         return 0
     if args.host_command == "new-root-key":
         current = RootKey.load(Path(args.current))

@@ -17,6 +17,7 @@ from engram_memory.contract.types import format_instant
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.core.search_index import SearchIndex
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.failpoints import UnsafeFailpoints
@@ -53,6 +54,8 @@ class Services:
     rate_limiter: RateLimiter = field(default_factory=RateLimiter)
     # The in-process lexical index following the store (None: search reads the store).
     search_index: SearchIndex | None = None
+    # Signs audit checkpoints and export manifests (core/checkpoints.py); None: unsigned.
+    checkpoint_key: CheckpointSigningKey | None = None
 
 
 @dataclass(frozen=True)

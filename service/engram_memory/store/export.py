@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engram_memory.contract.canonical import canonical_text
+from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.store.database import Transaction, load_queries
 from engram_memory.store.export_chain import MANIFEST_FILE as MANIFEST_FILE
@@ -43,10 +43,17 @@ def export_tables(
     out_dir: Path,
     progress: Callable[[str], None],
     span: ExportRange | None = None,
+    *,
+    extra_files: Mapping[str, Mapping[str, JsonValue]] | None = None,
+    seal: Callable[[dict[str, object]], dict[str, object]] | None = None,
 ) -> dict[str, object]:
     """Write one Parquet file per exported table (the rows `span` selects: everything by
     default) and the manifest; return the manifest. Every read is in `tx`, so files and
     heads describe one instant.
+
+    `extra_files` (name -> JSON document, e.g. the export's signed checkpoint) are written
+    beside the tables and listed in the manifest; `seal` (core/checkpoints.py `sign_manifest`)
+    timestamps and signs the manifest before it is written.
 
     Raises:
         StoreUnavailable: a query or COPY failed.
@@ -71,6 +78,12 @@ def export_tables(
                 "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
             }
         )
+    for name, document in sorted((extra_files or {}).items()):
+        target = out_dir / name
+        _write_private(target, json.dumps(dict(document), indent=2, sort_keys=True) + "\n")
+        files.append(
+            {"name": name, "rows": 1, "sha256": hashlib.sha256(target.read_bytes()).hexdigest()}
+        )
     head = tx.fetchone(_Q["audit_head"])
     journal_heads = {
         str(scope): {"cursor": str(cursor), "event_hash": str(event_hash)}
@@ -85,10 +98,16 @@ def export_tables(
         "files": files,
         **span.as_json(),
     }
+    if seal is not None:
+        manifest = seal(manifest)
     text = json.dumps(json.loads(canonical_text(manifest)), indent=2) + "\n"
-    fd = os.open(out_dir / MANIFEST_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    make_private(out_dir / MANIFEST_FILE)  # an existing manifest keeps its mode on O_TRUNC
+    _write_private(out_dir / MANIFEST_FILE, text)
     progress(f"manifest written: {out_dir / MANIFEST_FILE}")
     return manifest
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    make_private(path)  # an existing file keeps its mode on O_TRUNC
