@@ -52,6 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
+    from engram_memory.admin.audit_query_cli import add_parsers  # imports this module
+
+    add_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -170,6 +173,14 @@ def export_data_dir(data_dir: Path, out_dir: Path) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.audit_command in ("query", "sql"):
+        from engram_memory.admin import audit_query_cli
+
+        return (
+            audit_query_cli.run_query(args)
+            if args.audit_command == "query"
+            else (audit_query_cli.run_sql(args))
+        )
     if args.audit_command == "principal-ref":
         print(principal_ref(args.tenant, args.principal))
         return 0

@@ -1,0 +1,349 @@
+"""`engram-memory audit query NAME` and `audit sql` on a real export of a real server's store.
+
+One scenario per module: a real `serve --transport http` process, driven by the reference host
+over MCP and by `engram-memory admin` over the maintenance channel, first under the shipped
+bundle, then (restarted) under a second bundle revision; stopped; exported with `audit
+export`. Every named query is asserted on the rows that scenario must produce, then the CLI's
+errors and formats.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import MCPError
+
+from engram_memory.admin.audit_queries import load_named_queries
+from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.cli import main
+from engram_memory.contract.digests import principal_ref
+from engram_memory.demo import demo_capture_arguments
+from engram_memory.host.keys import HostSigningKey
+from engram_memory.policy.bundle import build_bundle, load_bundle_identity
+from engram_memory.policy.default_bundle import default_bundle_dir
+from engram_memory.policy.opa_binary import find_opa_binary
+from engram_memory.reference_host import Binding, ReferenceHost, connect
+from tests.servers import http_server, server_env
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+ALICE = Binding("acme", "support", "user:alice", "purpose:support-case")
+APPROVER = "human:test-operator"
+HELD_EVIDENCE = "evidence:review/held"  # the shipped acme policy adjudicates evidence:review/*
+
+
+@dataclass(frozen=True)
+class Scenario:
+    export: Path
+    data_dir: Path
+    record_id: str  # accepted, read, read by a foreign tenant, forgotten (phase 1)
+    read_audit_id: str
+    adjudicated: str  # candidate held, then accepted by human:dana (phase 1)
+    adjudicated_record: str  # its record, read in phase 2
+    pending: str  # candidate held in phase 2, never resolved
+    withdrawn: str  # candidate held in phase 2, then withdrawn with a confirmation
+    boundary: datetime  # between the two phases (naive UTC)
+    revisions: tuple[str, str]
+
+
+def _key(label: str) -> str:
+    return f"{label}-{uuid.uuid4().hex}"
+
+
+def _value(outcome: Any) -> dict[str, Any]:
+    assert outcome.envelope["ok"] is True, outcome.envelope
+    value: dict[str, Any] = outcome.envelope["output"]["value"]
+    return value
+
+
+async def _held(host: ReferenceHost) -> str:
+    captured = _value(
+        await host.call(
+            "engram_memory_capture",
+            demo_capture_arguments("Needs a human look.", _key("cap"), evidence_ref=HELD_EVIDENCE),
+        )
+    )
+    args = {"candidate_id": captured["candidate_id"], "idempotency_key": _key("adm")}
+    outcome = _value(await host.call("engram_memory_request_admission", args))["outcome"]
+    assert outcome["status"] == "pending_adjudication"
+    return str(captured["candidate_id"])
+
+
+async def _phase_one(url: str, signer: HostSigningKey, env: dict[str, str]) -> dict[str, str]:
+    async with connect(url, signer, ALICE) as alice:
+        captured = _value(
+            await alice.call(
+                "engram_memory_capture", demo_capture_arguments("Invoice disputed.", _key("c"))
+            )
+        )
+        args = {"candidate_id": captured["candidate_id"], "idempotency_key": _key("adm")}
+        admitted = _value(await alice.call("engram_memory_request_admission", args))
+        record_id = str(admitted["outcome"]["record_id"])
+        get = {"record_id": record_id, "purpose_ref": ALICE.purpose_ref}
+        read = await alice.call("engram_memory_get", get)
+        _value(read)
+        carol = alice.rebind(tenant="globex", workspace="main", principal="user:carol")
+        foreign = await carol.call("engram_memory_get", get)
+        assert foreign.envelope["error"]["code"] == "NOT_FOUND"
+        with pytest.raises(MCPError):
+            await alice.call("engram_memory_search", {"query": "x", "purpose_ref": "purpose:x"})
+        adjudicated = await _held(alice)
+        decided = _admin(env, "adjudicate", adjudicated, "--decision", "accept", "--reason", "r:x")
+        forget = {"record_id": record_id, "idempotency_key": _key("f"), "reason_ref": "r:gdpr"}
+        token = alice.confirmation_for("engram_memory_forget", forget, record_id, APPROVER)
+        _value(await alice.call("engram_memory_forget", forget, confirmation=token))
+    return {
+        "record_id": record_id,
+        "read_audit_id": str(read.envelope["auditId"]),
+        "adjudicated": adjudicated,
+        "adjudicated_record": str(decided["record_id"]),
+    }
+
+
+async def _phase_two(url: str, signer: HostSigningKey, record_id: str) -> dict[str, str]:
+    async with connect(url, signer, ALICE) as alice:
+        _value(
+            await alice.call(
+                "engram_memory_get", {"record_id": record_id, "purpose_ref": ALICE.purpose_ref}
+            )
+        )
+        pending = await _held(alice)
+        withdrawn = await _held(alice)
+        args = {"candidate_id": withdrawn, "idempotency_key": _key("w"), "reason_ref": "r:dup"}
+        token = alice.confirmation_for("engram_memory_withdraw", args, withdrawn, "human:dana")
+        _value(await alice.call("engram_memory_withdraw", args, confirmation=token))
+    async with httpx.AsyncClient() as client:  # a request that is not JSON: host stream
+        await client.post(url, content=b"{", headers={"content-type": "application/json"})
+    return {"pending": pending, "withdrawn": withdrawn}
+
+
+def _admin(env: dict[str, str], *argv: str) -> dict[str, Any]:
+    who = ["--tenant", "acme", "--workspace", "support", "--operator", "human:dana"]
+    command = [sys.executable, "-m", "engram_memory.cli", "admin", *who, *argv]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    value: dict[str, Any] = json.loads(done.stdout)["value"]
+    return value
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    opa = find_opa_binary()
+    if opa is None:
+        pytest.skip("OPA binary not found (set ENGRAM_OPA_BIN)")
+    base = tmp_path_factory.mktemp("audit-query")
+    root_key, signing_key, public_keys = init_host_dir(base / "secrets")
+    signer = HostSigningKey.from_pem_file(signing_key)
+    data_dir = base / "data"
+    env = server_env(data_dir, root_key, public_keys)
+    second = base / "bundle-v2"
+    build_bundle(REPO / "rego", REPO / "policies", second, label="v2", opa_bin=opa, run_tests=False)
+    with http_server(env) as (_, url):
+        first = anyio.run(_phase_one, url, signer, env)
+    boundary = datetime.now(UTC).replace(tzinfo=None)
+    with http_server({**env, "ENGRAM_BUNDLE": str(second)}) as (_, url):
+        later = anyio.run(_phase_two, url, signer, first["adjudicated_record"])
+    export = base / "export"
+    assert main(["audit", "export", "--data-dir", str(data_dir), "--out", str(export)]) == 0
+    revisions = (
+        load_bundle_identity(default_bundle_dir()).revision,
+        load_bundle_identity(second).revision,
+    )
+    yield Scenario(export, data_dir, boundary=boundary, revisions=revisions, **first, **later)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["audit", *argv])
+    return code, capsys.readouterr().out
+
+
+def _rows(
+    capsys: pytest.CaptureFixture[str], scenario: Scenario, name: str, **params: str
+) -> list[dict[str, Any]]:
+    flags = [f"--param={key}={value}" for key, value in params.items()]
+    code, out = _run(
+        capsys, "query", name, *flags, "--export", str(scenario.export), "--format=json"
+    )
+    assert code == 0
+    rows: list[dict[str, Any]] = json.loads(out)
+    return rows
+
+
+def _since(scenario: Scenario) -> str:
+    return scenario.boundary.isoformat() + "Z"
+
+
+ALICE_REF = principal_ref("acme", "user:alice")
+DANA_REF = principal_ref("acme", "human:dana")
+
+
+def test_record_access_lists_every_call_on_the_record_and_its_candidate(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "record_access", target_id=scenario.adjudicated_record)
+    assert [(r["tool"], r["outcome"], r["matched_id"]) for r in rows] == [
+        ("engram_memory_capture", "ok", scenario.adjudicated),
+        ("engram_memory_request_admission", "ok", scenario.adjudicated),
+        ("admin:adjudicate", "ok", scenario.adjudicated),
+        ("admin:adjudicate", "ok", scenario.adjudicated_record),
+        ("engram_memory_get", "ok", scenario.adjudicated_record),
+    ]
+    assert rows[2]["principal_ref"] == DANA_REF
+    later = _rows(
+        capsys,
+        scenario,
+        "record_access",
+        target_id=scenario.adjudicated_record,
+        **{"from": _since(scenario)},
+    )
+    assert [(r["tool"], r["principal_ref"]) for r in later] == [("engram_memory_get", ALICE_REF)]
+    earlier = _rows(
+        capsys,
+        scenario,
+        "record_access",
+        target_id=scenario.adjudicated_record,
+        to=_since(scenario),
+    )
+    assert len(earlier) == 4
+
+
+def test_who_read_record_names_the_reader_and_the_refused_foreigner(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "who_read_record", record_id=scenario.record_id)
+    assert [(r["outcome"], r["principal_ref"]) for r in rows] == [
+        ("ok", ALICE_REF),
+        ("NOT_FOUND", principal_ref("globex", "user:carol")),
+    ]
+    assert all(r["recorded_at"].endswith("Z") for r in rows)
+    assert (
+        _rows(
+            capsys,
+            scenario,
+            "who_read_record",
+            record_id=scenario.record_id,
+            **{"from": _since(scenario)},
+        )
+        == []
+    )
+
+
+def test_refusals_for_tenant_include_protocol_refusals_within_the_range(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "refusals_for_tenant", tenant="acme")
+    assert [(r["tool"], r["outcome"]) for r in rows] == [("engram_memory_search", "rpc:-32603")]
+    globex = _rows(capsys, scenario, "refusals_for_tenant", tenant="globex")
+    assert [(r["tool"], r["outcome"]) for r in globex] == [("engram_memory_get", "NOT_FOUND")]
+    assert (
+        _rows(capsys, scenario, "refusals_for_tenant", tenant="acme", **{"from": _since(scenario)})
+        == []
+    )
+    assert _rows(capsys, scenario, "refusals_for_tenant", tenant="acm") == []  # no prefix match
+
+
+def test_decisions_per_revision_split_at_the_restart_under_the_second_bundle(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "decisions_per_revision")
+    assert {r["bundle_revision"] for r in rows} == set(scenario.revisions)
+    later = _rows(capsys, scenario, "decisions_per_revision", **{"from": _since(scenario)})
+    assert {r["bundle_revision"] for r in later} == {scenario.revisions[1]}
+    admission = [r for r in later if r["policy_path"] == "engram/admission/decision"]
+    assert [r["decisions"] for r in admission] == [2]  # the two held in phase two
+
+
+def test_which_bundle_decided_the_read_names_its_receipts(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "which_bundle_decided", audit_id=scenario.read_audit_id)
+    assert {r["policy_path"] for r in rows} == {
+        "engram/discovery/decision",
+        "engram/authz/decision",
+    }
+    assert {r["bundle_revision"] for r in rows} == {scenario.revisions[0]}
+
+
+def test_who_approved_names_the_human_behind_the_forget_and_the_withdraw(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "who_approved_destructive_calls")
+    assert [(r["tool"], r["outcome"], r["approver"], r["event_id"]) for r in rows] == [
+        ("engram_memory_forget", "ok", APPROVER, f"tombstone:{scenario.record_id}"),
+        ("engram_memory_withdraw", "ok", "human:dana", f"withdraw:{scenario.withdrawn}"),
+    ]
+    later = _rows(capsys, scenario, "who_approved_destructive_calls", **{"from": _since(scenario)})
+    assert [r["tool"] for r in later] == ["engram_memory_withdraw"]
+
+
+def test_admissions_held_shows_each_hold_and_its_resolution(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "admissions_held")
+    assert [
+        (r["candidate_id"], r["resolution"], r["resolved_by"], r["record_id"]) for r in rows
+    ] == [
+        (scenario.adjudicated, "accept", DANA_REF, scenario.adjudicated_record),
+        (scenario.pending, "pending", None, None),
+        (scenario.withdrawn, "withdraw", ALICE_REF, None),
+    ]
+    assert [r["approver"] for r in rows] == [None, None, "human:dana"]
+    assert all(r["requested_by"] == ALICE_REF for r in rows)
+    assert rows[0]["resolving_sequence"] > rows[0]["held_sequence"]
+    assert rows[1]["resolving_sequence"] is None
+    later = _rows(capsys, scenario, "admissions_held", **{"from": _since(scenario)})
+    assert [r["candidate_id"] for r in later] == [scenario.pending, scenario.withdrawn]
+
+
+def test_revisions_in_force_show_the_rollover_at_the_restart(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "revisions_in_force")
+    assert [r["bundle_revision"] for r in rows] == list(scenario.revisions)
+    assert rows[0]["until"] == rows[1]["in_force_from"]
+    assert rows[1]["until"] is None
+    assert rows[0]["last_sequence"] < rows[1]["first_sequence"]
+    assert rows[0]["refusals"] == 2  # the foreign read and the wrong purpose
+    later = _rows(capsys, scenario, "revisions_in_force", **{"from": _since(scenario)})
+    assert [r["bundle_revision"] for r in later] == [scenario.revisions[1]]
+
+
+def test_unconfirmed_mutations_list_captures_and_admissions_not_destructive_calls(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "unconfirmed_mutations", tenant="acme")
+    tools = [r["tool"] for r in rows]
+    assert tools.count("engram_memory_capture") == 4
+    assert tools.count("engram_memory_request_admission") == 4
+    assert "engram_memory_forget" not in tools
+    assert "engram_memory_withdraw" not in tools
+    assert not any(r["replay"] for r in rows)
+    assert _rows(capsys, scenario, "unconfirmed_mutations", tenant="globex") == []
+
+
+def test_error_rate_per_day_counts_refusals_against_the_days_calls(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "error_rate_per_day")
+    codes = {r["code"]: r for r in rows}
+    assert codes["NOT_FOUND"]["refusals"] == 1
+    assert codes["rpc:-32603"]["refusals"] == 1
+    assert any(code.startswith("host:") for code in codes)
+    for row in rows:
+        assert row["rate"] == pytest.approx(row["refusals"] / row["calls"], abs=1e-4)
+    assert {r["day"] for r in rows} == {scenario.boundary.date().isoformat()} or len(rows) >= 3
