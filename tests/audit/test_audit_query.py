@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,7 +140,7 @@ def _admin(env: dict[str, str], *argv: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     opa = find_opa_binary()
     if opa is None:
         pytest.skip("OPA binary not found (set ENGRAM_OPA_BIN)")
@@ -163,7 +162,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         load_bundle_identity(default_bundle_dir()).revision,
         load_bundle_identity(second).revision,
     )
-    yield Scenario(export, data_dir, boundary=boundary, revisions=revisions, **first, **later)
+    return Scenario(export, data_dir, boundary=boundary, revisions=revisions, **first, **later)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -319,8 +318,14 @@ def test_revisions_in_force_show_the_rollover_at_the_restart(
     assert rows[1]["until"] is None
     assert rows[0]["last_sequence"] < rows[1]["first_sequence"]
     assert rows[0]["refusals"] == 2  # the foreign read and the wrong purpose
-    later = _rows(capsys, scenario, "revisions_in_force", **{"from": _since(scenario)})
+    # The first revision was still in force at the boundary: it ended at the restart.
+    spanning = _rows(capsys, scenario, "revisions_in_force", **{"from": _since(scenario)})
+    assert [r["bundle_revision"] for r in spanning] == list(scenario.revisions)
+    rollover = str(rows[1]["in_force_from"])
+    later = _rows(capsys, scenario, "revisions_in_force", **{"from": rollover})
     assert [r["bundle_revision"] for r in later] == [scenario.revisions[1]]
+    earlier = _rows(capsys, scenario, "revisions_in_force", to=rollover)
+    assert [r["bundle_revision"] for r in earlier] == [scenario.revisions[0]]
 
 
 def test_unconfirmed_mutations_list_captures_and_admissions_not_destructive_calls(
@@ -347,3 +352,146 @@ def test_error_rate_per_day_counts_refusals_against_the_days_calls(
     for row in rows:
         assert row["rate"] == pytest.approx(row["refusals"] / row["calls"], abs=1e-4)
     assert {r["day"] for r in rows} == {scenario.boundary.date().isoformat()} or len(rows) >= 3
+
+
+def test_every_named_query_takes_an_optional_time_range_and_is_listed(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = load_named_queries()
+    assert len(queries) >= 8
+    for query in queries.values():
+        ranges = [(p.name, p.kind, p.required) for p in query.params if p.name in ("from", "to")]
+        assert ranges == [("from", "timestamp", False), ("to", "timestamp", False)], query.name
+    assert {p.name for p in (REPO / "audit" / "queries").glob("*.sql")} == {
+        f"{name}.sql" for name in queries
+    }
+    code, out = _run(capsys, "query", "--list", "--format", "json")
+    assert code == 0
+    assert [row["name"] for row in json.loads(out)] == sorted(queries)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["query", "no_such_query"],
+        ["query", "record_access"],  # its required target_id missing
+        ["query", "record_access", "--param", "target_id=x", "--param", "target_id=y"],
+        ["query", "record_access", "--param", "target_id=x", "--param", "colour=red"],
+        ["query", "record_access", "--param", "target_id"],
+        ["query", "error_rate_per_day", "--param", "from=last tuesday"],
+        ["query", "error_rate_per_day", "--param", "to=2026-13-01"],
+        ["query"],
+    ],
+)
+def test_an_unknown_query_parameter_or_bad_value_exits_2_with_one_line(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["audit", *argv, "--export", str(scenario.export)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_csv_is_rfc_4180_and_carries_the_same_values_as_json(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "unconfirmed_mutations")
+    code, out = _run(
+        capsys, "query", "unconfirmed_mutations", "--export", str(scenario.export), "--format=csv"
+    )
+    assert code == 0
+    assert out.endswith("\r\n")
+    assert out.count("\r\n") == len(rows) + 1
+    assert '"[""candidate_' in out  # a field holding quotes and commas is quoted, quotes doubled
+    parsed = list(csv.reader(io.StringIO(out, newline="")))
+    assert parsed[0] == list(rows[0])
+    expected = [
+        ["" if v is None else ("true" if v is True else "false" if v is False else str(v))]
+        for row in rows
+        for v in row.values()
+    ]
+    assert [[cell] for line in parsed[1:] for cell in line] == expected
+
+
+def test_the_table_format_is_the_default_and_names_every_column(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _run(capsys, "query", "admissions_held", "--export", str(scenario.export))
+    assert code == 0
+    header, rule, *lines = out.splitlines()
+    assert [c.strip() for c in header.split("|")][:4] == [
+        "held_sequence",
+        "held_at",
+        "scope_ref",
+        "candidate_id",
+    ]
+    assert set(rule) <= {"-", "+"}
+    assert len(lines) == 3
+
+
+def test_a_data_directory_is_queried_through_a_fresh_verified_export(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _run(
+        capsys,
+        "query",
+        "admissions_held",
+        "--data-dir",
+        str(scenario.data_dir),
+        "--format",
+        "json",
+    )
+    assert code == 0
+    assert json.loads(out) == _rows(capsys, scenario, "admissions_held")
+
+
+def test_an_export_edited_after_it_was_written_is_refused(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    copy = tmp_path / "export"
+    copy.mkdir()
+    for source in scenario.export.iterdir():
+        (copy / source.name).write_bytes(source.read_bytes())
+    with (copy / "journal_events.parquet").open("ab") as handle:
+        handle.write(b"\0")
+    assert main(["audit", "query", "error_rate_per_day", "--export", str(copy)]) == 1
+    (copy / "manifest.json").unlink()
+    assert main(["audit", "query", "error_rate_per_day", "--export", str(copy)]) == 2
+    assert main(["audit", "sql", "--export", str(copy), "-c", "SELECT 1"]) == 2
+    assert capsys.readouterr().out == ""
+
+
+def test_audit_sql_answers_one_statement_over_the_exports_views(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = json.loads((scenario.export / "manifest.json").read_text())
+    statement = "SELECT count(*) AS entries, max(sequence) AS head FROM audit_entries"
+    code, out = _run(
+        capsys, "sql", "--export", str(scenario.export), "-c", statement, "--format=json"
+    )
+    assert code == 0
+    head = manifest["audit_head"]["sequence"]
+    assert json.loads(out) == [{"entries": head, "head": head}]
+    code, _ = _run(capsys, "sql", "--export", str(scenario.export), "-c", "SELECT nope FROM x")
+    assert code == 2
+
+
+def test_audit_sql_runs_a_script_from_stdin_and_stops_at_the_first_error(
+    scenario: Scenario,
+) -> None:
+    command = [sys.executable, "-m", "engram_memory.cli", "audit", "sql"]
+    command += ["--export", str(scenario.export), "--format", "csv"]
+    script = "SELECT count(*) AS n\n  FROM journal_events;\nSELECT 'a,b' AS x;\n"
+    done = subprocess.run(command, input=script, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == ["x", '"a,b"']
+    failing = subprocess.run(
+        command,
+        input="SELECT nope;\nSELECT 1 AS one;\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failing.returncode == 2
+    assert failing.stdout == ""

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.admin.audit_cli import export_data_dir
 from engram_memory.contract.errors import EngramError
 
 EXPORTED_TABLES = ("audit_entries", "decision_receipts", "journal_events")
@@ -46,6 +45,9 @@ def export_snapshot(
         AuditChainBroken / JournalCorrupt: the store does not verify; nothing is exported.
         StoreOpenFailed: the store file cannot be opened (a server holds it).
     """
+    # Imported here: the store and crypto stack is needed only to export, not to read one.
+    from engram_memory.admin.audit_cli import export_data_dir
+
     del since_sequence, progress  # the stopped-store export takes neither
     return export_data_dir(data_dir, out_dir)  # placeholder: live
 
@@ -68,7 +70,9 @@ def check_export(export_dir: Path) -> None:
     try:
         manifest = json.loads((export_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise ExportUnusable(f"{export_dir} is not an audit export (no readable manifest.json)")
+        raise ExportUnusable(
+            f"{export_dir} is not an audit export (no readable manifest.json)"
+        ) from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     pinned = {
         str(f.get("name")): str(f.get("sha256"))
