@@ -380,6 +380,7 @@ def test_every_named_query_takes_an_optional_time_range_and_is_listed(
         ["query", "record_access", "--param", "target_id"],
         ["query", "error_rate_per_day", "--param", "from=last tuesday"],
         ["query", "error_rate_per_day", "--param", "to=2026-13-01"],
+        ["query", "error_rate_per_day", "--param", "from=2026-12-02", "--param", "to=2026-12-02"],
         ["query"],
     ],
 )

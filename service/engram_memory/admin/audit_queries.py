@@ -138,7 +138,7 @@ def bind_params(query: NamedQuery, assignments: Sequence[str]) -> dict[str, Para
 
     Raises:
         QueryUsageError: an assignment without `=`, an undeclared or repeated parameter, a
-            required one missing, or a value its kind does not accept.
+            required one missing, a value its kind does not accept, or `to` not after `from`.
     """
     given: dict[str, str] = {}
     for assignment in assignments:
@@ -168,4 +168,7 @@ def bind_params(query: NamedQuery, assignments: Sequence[str]) -> dict[str, Para
                 raise QueryUsageError(f"parameter {param.name!r}: {exc}") from None
         else:
             bound[param.name] = given[param.name]
+    start, end = bound.get("from"), bound.get("to")
+    if isinstance(start, datetime) and isinstance(end, datetime) and end <= start:
+        raise QueryUsageError("the range is empty: 'to' (exclusive) must be after 'from'")
     return bound
