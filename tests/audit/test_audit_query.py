@@ -57,6 +57,7 @@ class Scenario:
     withdrawn: str  # candidate held in phase 2, then withdrawn with a confirmation
     boundary: datetime  # between the two phases (naive UTC)
     revisions: tuple[str, str]
+    env: dict[str, str]  # the server's environment (shipped bundle)
 
 
 def _key(label: str) -> str:
@@ -162,7 +163,9 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
         load_bundle_identity(default_bundle_dir()).revision,
         load_bundle_identity(second).revision,
     )
-    return Scenario(export, data_dir, boundary=boundary, revisions=revisions, **first, **later)
+    return Scenario(
+        export, data_dir, boundary=boundary, revisions=revisions, env=env, **first, **later
+    )
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -496,3 +499,21 @@ def test_audit_sql_runs_a_script_from_stdin_and_stops_at_the_first_error(
     )
     assert failing.returncode == 2
     assert failing.stdout == ""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs admin/audit_access.export_snapshot (issue 10 item 8, branch issue10-live): "
+    "until merged, a data directory a server holds cannot be exported",
+)
+def test_a_running_servers_data_directory_is_queried_without_stopping_it(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = scenario.env
+    expected = _rows(capsys, scenario, "admissions_held")
+    with http_server(env):
+        command = [sys.executable, "-m", "engram_memory.cli", "audit", "query", "admissions_held"]
+        command += ["--data-dir", str(scenario.data_dir), "--format", "json"]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == expected
