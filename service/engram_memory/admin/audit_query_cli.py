@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,7 +29,7 @@ from engram_memory.admin.audit_queries import (
 )
 from engram_memory.admin.audit_views import ExportTampered, ExportUnusable, opened_source
 
-EXIT_TAMPERED = 1
+EXIT_FAILED = 1  # the export or store cannot be trusted or read as exported
 EXIT_USAGE = 2
 PROMPT = "audit> "
 
@@ -104,10 +105,10 @@ def run_query(args: argparse.Namespace) -> int:
         return _usage(f"audit query: {exc}")
     except ExportTampered as exc:
         print(f"engram-memory: audit query: FAILED: {exc}", file=sys.stderr)
-        return EXIT_TAMPERED
+        return EXIT_FAILED
     except duckdb.Error as exc:  # the export's tables are not what the query reads
         print(f"engram-memory: audit query {query.name}: {_first_line(exc)}", file=sys.stderr)
-        return EXIT_TAMPERED
+        return EXIT_FAILED
     sys.stdout.write(render(columns, rows, args.format))
     print(f"({len(rows)} rows)", file=sys.stderr)
     return 0
@@ -129,7 +130,7 @@ def _execute(con: duckdb.DuckDBPyConnection, sql: str, fmt: str) -> None:
         sys.stdout.write(render(columns, result.fetchall(), fmt))
 
 
-def _statements(stream: TextIO, interactive: bool) -> Any:
+def _statements(stream: TextIO, interactive: bool) -> Iterator[str]:
     """Statements from `stream`, each ending at a line that ends with `;`."""
     pending: list[str] = []
     while True:
@@ -169,16 +170,19 @@ def run_sql(args: argparse.Namespace) -> int:
                     "end statements with ';', .quit to leave",
                     file=sys.stderr,
                 )
-            for statement in _statements(sys.stdin, interactive):
-                try:
-                    _execute(con, statement, args.format)
-                except duckdb.Error as exc:
-                    if not interactive:
-                        return _usage(f"audit sql: {_first_line(exc)}")
-                    print(f"error: {_first_line(exc)}", file=sys.stderr)
+            try:
+                for statement in _statements(sys.stdin, interactive):
+                    try:
+                        _execute(con, statement, args.format)
+                    except duckdb.Error as exc:
+                        if not interactive:
+                            return _usage(f"audit sql: {_first_line(exc)}")
+                        print(f"error: {_first_line(exc)}", file=sys.stderr)
+            except KeyboardInterrupt:  # Ctrl-C leaves the shell quietly
+                print(file=sys.stderr)
     except ExportUnusable as exc:
         return _usage(f"audit sql: {exc}")
     except ExportTampered as exc:
         print(f"engram-memory: audit sql: FAILED: {exc}", file=sys.stderr)
-        return EXIT_TAMPERED
+        return EXIT_FAILED
     return 0
