@@ -517,3 +517,29 @@ def test_a_running_servers_data_directory_is_queried_without_stopping_it(
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected
+
+
+def test_an_auditors_own_query_file_runs_with_bound_parameters(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    own = tmp_path / "calls_per_tool.sql"
+    own.write_text(
+        "-- name: calls_per_tool\n"
+        "-- description: Calls per tool.\n"
+        "-- param: tool text: only this tool\n"
+        "-- param: from timestamp: inclusive\n"
+        "-- param: to timestamp: exclusive\n"
+        "SELECT tool, sum(occurrences) AS calls FROM audit_entries\n"
+        "WHERE ($tool IS NULL OR tool = $tool)\n"
+        "  AND ($from IS NULL OR CAST(recorded_at AS TIMESTAMP) >= $from)\n"
+        "  AND ($to IS NULL OR CAST(recorded_at AS TIMESTAMP) < $to)\n"
+        "GROUP BY tool ORDER BY tool;\n"
+    )
+    export = ["--export", str(scenario.export), "--format=json"]
+    tool = "--param=tool=engram_memory_get' OR '1'='1"  # bound, so it matches nothing
+    code, out = _run(capsys, "query", "--file", str(own), tool, *export)
+    assert (code, json.loads(out)) == (0, [])
+    code, out = _run(capsys, "query", "--file", str(own), "--param=tool=engram_memory_get", *export)
+    assert (code, json.loads(out)) == (0, [{"tool": "engram_memory_get", "calls": 3}])
+    own.write_text("SELECT 1;\n")  # no header naming it
+    assert _run(capsys, "query", "--file", str(own), *export)[0] == 2

@@ -22,10 +22,13 @@ import duckdb
 
 from engram_memory.admin.audit_output import FORMATS, render
 from engram_memory.admin.audit_queries import (
+    NamedQuery,
+    QueryFileInvalid,
     QueryUsageError,
     bind_params,
     find_query,
     load_named_queries,
+    parse_query_file,
 )
 from engram_memory.admin.audit_views import ExportTampered, ExportUnusable, opened_source
 
@@ -50,6 +53,9 @@ def add_parsers(audit_sub: Any) -> None:
     )
     query.add_argument("name", nargs="?", help="the query's name")
     query.add_argument("--list", action="store_true", help="list the queries and exit")
+    query.add_argument(
+        "--file", type=Path, help="run your own query file (same header format) instead of NAME"
+    )
     query.add_argument(
         "--param",
         action="append",
@@ -87,10 +93,14 @@ def run_query(args: argparse.Namespace) -> int:
     """`audit query`: one named query, its parameters bound, in the chosen format."""
     if args.list:
         return _list(args.format)
-    if args.name is None:
-        return _usage("audit query: name a query, or --list")
+    if (args.name is None) == (args.file is None):
+        return _usage("audit query: name a query or give --file (one of them), or --list")
     try:
-        query = find_query(load_named_queries(), args.name)
+        query = (
+            find_query(load_named_queries(), args.name)
+            if args.file is None
+            else _own_query(args.file)
+        )
         params = bind_params(query, args.param)
     except QueryUsageError as exc:
         return _usage(f"audit query: {exc}")
@@ -106,12 +116,26 @@ def run_query(args: argparse.Namespace) -> int:
     except ExportTampered as exc:
         print(f"engram-memory: audit query: FAILED: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except duckdb.Error as exc:  # the export's tables are not what the query reads
+    except duckdb.Error as exc:  # an own query's SQL, or tables not what a query reads
         print(f"engram-memory: audit query {query.name}: {_first_line(exc)}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE if args.file is not None else EXIT_FAILED
     sys.stdout.write(render(columns, rows, args.format))
     print(f"({len(rows)} rows)", file=sys.stderr)
     return 0
+
+
+def _own_query(path: Path) -> NamedQuery:
+    """The auditor's own query file, read like a shipped one.
+
+    Raises:
+        QueryUsageError: the file cannot be read or its header is malformed.
+    """
+    try:
+        return parse_query_file(path.stem, path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        raise QueryUsageError(f"cannot read query file {path}") from None
+    except QueryFileInvalid as exc:
+        raise QueryUsageError(str(exc)) from None
 
 
 def _first_line(exc: BaseException) -> str:
