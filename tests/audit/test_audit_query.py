@@ -10,6 +10,7 @@ errors and formats.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import duckdb
 import httpx
 import pytest
 from mcp import MCPError
@@ -543,3 +545,68 @@ def test_an_auditors_own_query_file_runs_with_bound_parameters(
     assert (code, json.loads(out)) == (0, [{"tool": "engram_memory_get", "calls": 3}])
     own.write_text("SELECT 1;\n")  # no header naming it
     assert _run(capsys, "query", "--file", str(own), *export)[0] == 2
+
+
+def test_lifecycle_of_target_follows_the_record_back_to_its_candidate(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "lifecycle_of_target", target_id=scenario.record_id)
+    assert [r["operation"] for r in rows] == ["capture", "accept", "tombstone"]
+    assert rows[-1]["event_id"] == f"tombstone:{scenario.record_id}"
+    held = _rows(capsys, scenario, "lifecycle_of_target", target_id=scenario.withdrawn)
+    assert [r["operation"] for r in held] == ["capture", "withdraw"]
+    since = {"from": _since(scenario)}
+    assert (
+        _rows(capsys, scenario, "lifecycle_of_target", target_id=scenario.record_id, **since) == []
+    )
+
+
+def test_host_refusals_count_the_request_that_was_not_json(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = _rows(capsys, scenario, "host_refusals")
+    assert [(r["peer"], r["transport"], r["refusals"], r["entries"]) for r in rows] == [
+        ("127.0.0.1", "http", 1, 1)
+    ]
+    assert _rows(capsys, scenario, "host_refusals", to=_since(scenario)) == []
+
+
+def _typed_copy(export: Path, target: Path) -> None:
+    """`export` with its timestamp columns typed TIMESTAMP (empty -> NULL), the manifest
+    re-pinned: the shape of exports that type their timestamps (issue 10 item 10)."""
+    target.mkdir()
+    con = duckdb.connect()
+    manifest = json.loads((export / "manifest.json").read_text())
+    typed = (
+        "SELECT * REPLACE (CAST(recorded_at AS TIMESTAMP) AS recorded_at, "
+        "TRY_CAST(first_at AS TIMESTAMP) AS first_at, TRY_CAST(last_at AS TIMESTAMP) AS last_at)"
+    )
+    for entry in manifest["files"]:
+        source, out = export / entry["name"], target / entry["name"]
+        select = typed if entry["name"] == "audit_entries.parquet" else "SELECT *"
+        con.execute(f"COPY ({select} FROM '{source}') TO '{out}' (FORMAT parquet)")
+        entry["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    (target / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_every_query_answers_the_same_on_an_export_with_typed_timestamps(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    typed = tmp_path / "typed"
+    _typed_copy(scenario.export, typed)
+    params = {
+        "record_access": {"target_id": scenario.adjudicated_record},
+        "who_read_record": {"record_id": scenario.record_id},
+        "refusals_for_tenant": {"tenant": "acme"},
+        "which_bundle_decided": {"audit_id": scenario.read_audit_id},
+        "lifecycle_of_target": {"target_id": scenario.record_id},
+    }
+    for name in load_named_queries():
+        flags = [f"--param={k}={v}" for k, v in params.get(name, {}).items()]
+        flags.append(f"--param=from={_since(scenario)}")
+        answers = [
+            _run(capsys, "query", name, *flags, "--export", str(source), "--format=json")
+            for source in (scenario.export, typed)
+        ]
+        assert answers[0][0] == answers[1][0] == 0, name
+        assert json.loads(answers[0][1]) == json.loads(answers[1][1]), name

@@ -9,7 +9,8 @@
 -- `resolved_by` is the hashed principal of whoever decided (an operator's `adjudicated_by`)
 -- (for a withdraw, the agent's), `approver` the human whose confirmation released it (if
 -- one did), and `resolving_sequence` the audit entry of that call. Resolution columns are NULL while the
--- candidate is still pending.
+-- candidate is still pending. Holds recorded before this note existed (issue 10) carry no
+-- detail and are not listed; `lifecycle_of_target` still shows how their candidates ended.
 WITH held AS (
     SELECT sequence, recorded_at, scope_ref, principal_ref, audit_id,
            json_extract_string(target_ids_json, '$[0]') AS candidate_id
