@@ -2,15 +2,15 @@
 -- description: Admissions the policy held for a human's adjudication, and how each was resolved (accept, reject, withdraw, or still pending).
 -- param: from timestamp: only admissions held at or after this instant (inclusive)
 -- param: to timestamp: only admissions held before this instant (exclusive)
--- A held admission is an `engram_memory_request_admission` entry with outcome 'ok' and detail
--- 'held for adjudication' (the candidate stays pending, nothing is journaled). Its resolution
--- is the candidate's journal event `admission:<candidate_id>` (accept or reject, by an
--- operator's `admin adjudicate` or a later admission) or `withdraw:<candidate_id>`;
--- `resolved_by` is the hashed principal of whoever decided (an operator's `adjudicated_by`)
--- (for a withdraw, the agent's), `approver` the human whose confirmation released it (if
--- one did), and `resolving_sequence` the audit entry of that call. Resolution columns are NULL while the
--- candidate is still pending. Holds recorded before this note existed (issue 10) carry no
--- detail and are not listed; `lifecycle_of_target` still shows how their candidates ended.
+-- A held admission is an `engram_memory_request_admission` entry with outcome 'ok' and
+-- detail 'held for adjudication' (the candidate stays pending, nothing is journaled). Its
+-- resolution is the candidate's journal event `admission:<candidate_id>` (accept or reject,
+-- by an operator's `admin adjudicate` or a later admission) or `withdraw:<candidate_id>`.
+-- `resolved_by` is the hashed principal who decided (an operator's `adjudicated_by`; the
+-- agent's for a withdraw), `approver` the human whose confirmation released it (if one did),
+-- `resolving_sequence` the audit entry of that call. Resolution columns are NULL while the
+-- candidate is pending. Holds recorded before this note existed (issue 10) carry no detail
+-- and are not listed; `lifecycle_of_target` still shows how their candidates ended.
 WITH held AS (
     SELECT sequence, recorded_at, scope_ref, principal_ref, audit_id,
            json_extract_string(target_ids_json, '$[0]') AS candidate_id
