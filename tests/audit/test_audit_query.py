@@ -123,6 +123,9 @@ async def _phase_two(url: str, signer: HostSigningKey, record_id: str) -> dict[s
                 "engram_memory_get", {"record_id": record_id, "purpose_ref": ALICE.purpose_ref}
             )
         )
+        search = {"query": "human look", "purpose_ref": ALICE.purpose_ref}
+        served = _value(await alice.call("engram_memory_search", search))["records"]
+        assert [packet["record"]["record_id"] for packet in served] == [record_id]
         pending = await _held(alice)
         withdrawn = await _held(alice)
         args = {"candidate_id": withdrawn, "idempotency_key": _key("w"), "reason_ref": "r:dup"}
@@ -206,6 +209,7 @@ def test_record_access_lists_every_call_on_the_record_and_its_candidate(
         ("admin:adjudicate", "ok", scenario.adjudicated),
         ("admin:adjudicate", "ok", scenario.adjudicated_record),
         ("engram_memory_get", "ok", scenario.adjudicated_record),
+        ("engram_memory_search", "ok", scenario.adjudicated_record),
     ]
     assert rows[2]["principal_ref"] == DANA_REF
     later = _rows(
@@ -215,7 +219,10 @@ def test_record_access_lists_every_call_on_the_record_and_its_candidate(
         target_id=scenario.adjudicated_record,
         **{"from": _since(scenario)},
     )
-    assert [(r["tool"], r["principal_ref"]) for r in later] == [("engram_memory_get", ALICE_REF)]
+    assert [(r["tool"], r["principal_ref"]) for r in later] == [
+        ("engram_memory_get", ALICE_REF),
+        ("engram_memory_search", ALICE_REF),
+    ]
     earlier = _rows(
         capsys,
         scenario,

@@ -5,8 +5,8 @@
 -- param: to timestamp: only entries recorded before this instant (exclusive)
 -- The record and its candidate are linked by the journal's accept event, so asking for either
 -- lists the calls on both; `matched_id` says which id the entry named. Refused calls are
--- listed too (outcome other than 'ok'). A search names in target_ids_json only the records it
--- dropped from a page, not the ones it returned (see README).
+-- listed too (outcome other than 'ok'). A search names in target_ids_json every record its
+-- page served or dropped (see README).
 WITH related AS (
     SELECT $target_id AS id
     UNION
