@@ -28,7 +28,8 @@ def _auditor(export_dir: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _query(con: duckdb.DuckDBPyConnection, name: str, **params: str) -> list[tuple[object, ...]]:
-    return con.execute((QUERIES / f"{name}.sql").read_text(), params).fetchall()
+    unbounded: dict[str, object] = {"from": None, "to": None}  # the time range, unbounded
+    return con.execute((QUERIES / f"{name}.sql").read_text(), unbounded | params).fetchall()
 
 
 @pytest.fixture

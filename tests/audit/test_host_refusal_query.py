@@ -35,7 +35,8 @@ def test_host_refusals_count_every_refusal_per_peer_and_reason(
     export_dir = tmp_path / "export"
     export_data_dir(tmp_path / "data", export_dir)
     con: duckdb.DuckDBPyConnection = _auditor(export_dir)
-    rows = con.execute((QUERIES / "host_refusals.sql").read_text()).fetchall()
+    unbounded = {"from": None, "to": None}
+    rows = con.execute((QUERIES / "host_refusals.sql").read_text(), unbounded).fetchall()
     assert [row[:6] for row in rows] == [
         ("10.0.0.7", "in-process", "token_invalid", "engram_memory_get", 7, 3),
         ("10.0.0.8", "in-process", "token_missing", "engram_memory_get", 1, 1),

@@ -82,7 +82,7 @@ def test_every_agent_outcome_leaves_one_entry_with_the_receipts_of_its_decisions
             False,
         ),
         ("engram_memory_get", "ok", ("id2",), ("discovery", "authz"), False, False),
-        ("engram_memory_search", "ok", (), ("discovery", "authz"), False, False),
+        ("engram_memory_search", "ok", ("id2",), ("discovery", "authz"), False, False),
         ("engram_memory_get", "NOT_FOUND", ("id3",), ("discovery", "authz"), False, True),
         ("engram_memory_get", "INVALID_SCHEMA", (), ("discovery",), False, True),
         (CAPTURE, "UNAUTHORIZED", (), full, True, True),

@@ -80,6 +80,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
     checkpoint_cli.add_parsers(audit_sub)
+    from engram_memory.admin.audit_query_cli import add_parsers  # imports this module
+
+    add_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -220,6 +223,14 @@ def export_data_dir(
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.audit_command in ("query", "sql"):
+        from engram_memory.admin import audit_query_cli
+
+        return (
+            audit_query_cli.run_query(args)
+            if args.audit_command == "query"
+            else (audit_query_cli.run_sql(args))
+        )
     if args.audit_command == "principal-ref":
         print(principal_ref(args.tenant, args.principal))
         return 0

@@ -18,6 +18,9 @@ from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import memory
 from engram_memory.store.database import Transaction
 
+# The audit detail of an admission the policy (or the forget guard) held for adjudication.
+HELD_FOR_ADJUDICATION = "held for adjudication"
+
 
 def _admission_candidate(
     candidate: memory.CandidateRow, envelope: dict[str, Any]
@@ -224,6 +227,9 @@ def write(
     if current is None or current.state != "pending":
         raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
     if planned.outcome == "adjudication_required":
+        # The only trace of a hold: nothing is journaled until someone resolves it, and the
+        # auditor's `admissions_held` query finds holds by this note (audit/README.md).
+        audit.noted(HELD_FOR_ADJUDICATION)
         outcome_body = _pending_outcome(candidate, planned.decision)
     else:
         outcome_body = _commit_decision(

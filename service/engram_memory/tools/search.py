@@ -134,6 +134,11 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     receipt = _rank_receipt(ctx, authz, params, as_of, ordered_ids, ordered_digest, snapshot)
     output = search_output(page, receipt, next_cursor)
     _check_ceiling(ctx, authz, output)
+    for packet in page:
+        # Every record a page served is an access an auditor must be able to find
+        # (`record_access`); the ones a page dropped were named by `page_bodies`.
+        record: Any = packet["record"]
+        audit.targets(str(record["record_id"]))
     return ToolOutcome.succeeded(output, audit)
 
 
