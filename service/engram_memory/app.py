@@ -106,7 +106,13 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     # Before anything is written: a data directory holding another user's entry is refused.
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
-    with open_policy_engine(config.policy, config.bundle) as (engine, identity):
+    with open_policy_engine(
+        config.policy,
+        config.bundle,
+        bundle_service=config.bundle_service,
+        verification_key=config.bundle_verification_key,
+        key_id=config.bundle_key_id,
+    ) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
             # The store will be served: what was found looser than 0700/0600 is tightened.

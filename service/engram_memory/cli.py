@@ -41,6 +41,7 @@ def _serve(args: argparse.Namespace) -> int:
             "root_key": args.root_key,
             "policy": args.policy,
             "bundle": args.bundle,
+            "bundle_service": args.bundle_service,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
             "refusal_burst": args.refusal_burst,
@@ -275,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bundle",
         help="policy bundle directory (env ENGRAM_BUNDLE; default: the bundle shipped in "
         "the package)",
+    )
+    serve.add_argument(
+        "--bundle-service",
+        help="with an OPA URL: the URL of the signed bundle.tar.gz the OPA fleet pulls; any "
+        "revision published there signed by the verification key is trusted "
+        "(env ENGRAM_BUNDLE_SERVICE; needs ENGRAM_BUNDLE_VERIFICATION_KEY, ENGRAM_BUNDLE_KEY_ID)",
     )
     serve.add_argument(
         "--enable-memory",

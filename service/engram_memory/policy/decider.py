@@ -1,14 +1,18 @@
 """Typed policy decisions over any `PolicyEngine`, each with a receipt.
 
 Every entrypoint result is parsed strictly (closed shapes, exact types, sorted unique
-lists); anything else is `PolicyUnavailable`. A decision from another bundle revision is
-`PolicyStale`. Denials are values (`allow=False`), never exceptions; the decider never
-fails open: an unexpected failure anywhere in evaluation is `PolicyUnavailable`.
+lists); anything else is `PolicyUnavailable`. A decision from a bundle revision the
+`RevisionTrust` does not vouch for is `PolicyStale`, and so is one from another revision
+than an earlier decision of the same call (`one_revision_per_call`: a call whose decisions
+straddle a rollout decides nothing). Denials are values (`allow=False`), never exceptions;
+the decider never fails open: an unexpected failure anywhere in evaluation is `PolicyUnavailable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -37,6 +41,7 @@ from engram_memory.policy.result_shapes import (
     ResultShape,
     RetentionShape,
 )
+from engram_memory.policy.revision_trust import PinnedRevision, RevisionListener, RevisionTrust
 
 DISCOVERY_PATH = "engram/discovery/decision"
 AUTHZ_PATH = "engram/authz/decision"
@@ -51,6 +56,17 @@ ADMISSION_MAX_AGE_MS = 300_000
 
 
 _R = TypeVar("_R", bound=ResultShape)
+
+
+@dataclass(slots=True)
+class _CallRevision:
+    """The identity the first decision of the running call bound (None before it)."""
+
+    identity: BundleIdentity | None = None
+
+
+# Set for the duration of one call on the thread that runs it (`one_revision_per_call`).
+_CALL_REVISION: ContextVar[_CallRevision | None] = ContextVar("engram_call_revision", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,20 +186,48 @@ class AdmissionResult:
 
 
 class PolicyDecider:
-    """Asks `engine` for each kind of decision, expecting bundle `expected`."""
+    """Asks `engine` for each kind of decision, from a revision `trust` vouches for.
+
+    A plain `BundleIdentity` pins that one revision (`PinnedRevision`).
+    """
 
     def __init__(
-        self, engine: PolicyEngine, expected: BundleIdentity, clock_ms: Callable[[], int]
+        self,
+        engine: PolicyEngine,
+        trust: RevisionTrust | BundleIdentity,
+        clock_ms: Callable[[], int],
     ) -> None:
         self._engine = engine
-        self._expected = expected
+        self._trust: RevisionTrust = (
+            PinnedRevision(trust) if isinstance(trust, BundleIdentity) else trust
+        )
         self._clock_ms = clock_ms
 
     @property
     def expected(self) -> BundleIdentity:
-        return self._expected
+        """The identity the running call's decisions bound, else the one in use."""
+        call = _CALL_REVISION.get()
+        if call is not None and call.identity is not None:
+            return call.identity
+        return self._trust.current
 
-    def _evaluate(self, path: str, policy_input: dict[str, Any]) -> EngineAnswer:
+    def follow_revisions(self, listener: RevisionListener | None) -> None:
+        """Hand every change of the revision in use to `listener` before it decides."""
+        self._trust.follow(listener)
+
+    @contextlib.contextmanager
+    def one_revision_per_call(self) -> Iterator[None]:
+        """Within the block (one call, on its own thread), every decision must come from
+        the revision of the first; `expected` is that revision."""
+        token = _CALL_REVISION.set(_CallRevision())
+        try:
+            yield
+        finally:
+            _CALL_REVISION.reset(token)
+
+    def _evaluate(
+        self, path: str, policy_input: dict[str, Any]
+    ) -> tuple[EngineAnswer, BundleIdentity]:
         try:
             answer = self._engine.evaluate(path, policy_input)
         except (PolicyUnavailable, PolicyStale):
@@ -194,15 +238,27 @@ class PolicyDecider:
             raise PolicyUnavailable(f"engine raised {type(exc).__name__}") from exc
         if not isinstance(answer, EngineAnswer):
             raise PolicyUnavailable("engine returned no answer")
-        if answer.revision != self._expected.revision:
-            raise PolicyStale(f"{path}: engine serves another bundle revision")
+        if not isinstance(answer.revision, str):
+            raise PolicyUnavailable(f"{path}: engine reported no revision")
+        identity = self._trust.identity_for(answer.revision)
+        call = _CALL_REVISION.get()
+        if call is not None:
+            if call.identity is None:
+                call.identity = identity
+            elif call.identity != identity:
+                raise PolicyStale(f"{path}: the call's decisions straddle a policy rollout")
         if not isinstance(answer.result, Mapping):
             raise PolicyUnavailable(f"{path}: result is not an object")
-        return answer
+        return answer, identity
 
     def _parse(
-        self, path: str, policy_input: dict[str, Any], answer: EngineAnswer, model: type[_R]
+        self,
+        path: str,
+        policy_input: dict[str, Any],
+        trusted: tuple[EngineAnswer, BundleIdentity],
+        model: type[_R],
     ) -> tuple[_R, Decision]:
+        answer, identity = trusted
         result = answer.result
         assert isinstance(result, Mapping)  # checked by _evaluate
         try:
@@ -211,8 +267,9 @@ class PolicyDecider:
                 policy_path=path,
                 policy_input=policy_input,
                 result=result,
-                bundle_revision=answer.revision,
-                bundle_digest=self._expected.digest,
+                bundle_revision=identity.revision,
+                # The digest of the bundle verified for this revision (`_evaluate`).
+                bundle_digest=identity.digest,
                 engine_id=self._engine.engine_id,
                 engine_version=self._engine.engine_version,
                 decided_at_ms=self._clock_ms(),
@@ -350,13 +407,14 @@ class PolicyDecider:
             "now_ms": now_ms,
             "candidate": candidate.model_dump(mode="json"),
         }
-        answer = self._evaluate(ADMISSION_PATH, policy_input)
-        assert isinstance(answer.result, Mapping)  # checked by _evaluate
-        if answer.result.get("decision") == "unconfigured":
+        trusted = self._evaluate(ADMISSION_PATH, policy_input)
+        result = trusted[0].result
+        assert isinstance(result, Mapping)  # checked by _evaluate
+        if result.get("decision") == "unconfigured":
             # Parsed anyway so a malformed "unconfigured" is reported as malformed.
-            self._parse(ADMISSION_PATH, policy_input, answer, AdmissionUnconfiguredShape)
+            self._parse(ADMISSION_PATH, policy_input, trusted, AdmissionUnconfiguredShape)
             raise PolicyUnavailable("admission: no admission policy")
-        parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, AdmissionShape)
+        parsed, decision = self._parse(ADMISSION_PATH, policy_input, trusted, AdmissionShape)
         now = self._clock_ms()
         # SPEC §4.4 step 3: a decision about another record is unbound, not stale: no fresher
         # answer from this policy would bind it, so it is the policy that is unusable.
