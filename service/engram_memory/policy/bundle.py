@@ -9,7 +9,8 @@ A bundle directory holds three files:
   sha256 of the two artifacts.
 
 The content digest is `sha256:` + sha256 over the RFC 8785 JSON of the sorted list
-`[{"path", "sha256"}]` of every bundle file except `.manifest`. It depends on file contents
+`[{"path", "sha256"}]` of every bundle file except `.manifest` and `.signatures.json` (so
+signing a bundle, `policy sign`, never changes its digest or revision). It depends on file contents
 only (not on tar metadata, build time or OPA), so it is computable in pure Python from the
 sources and an auditor can recompute it from the tarball. The revision is
 `<label>+<content digest>`: the revision OPA reports proves which content it serves.
@@ -48,6 +49,7 @@ BUNDLE_FILE = "bundle.tar.gz"
 WASM_FILE = "policy.wasm"
 LOCK_FILE = "bundle.lock.json"
 MANIFEST_FILE = ".manifest"
+SIGNATURES_FILE = ".signatures.json"
 DATA_FILE = "data.json"
 LOCK_FORMAT = "engram-policy-bundle-lock/1"
 DEFAULT_LABEL = "engram-default"
@@ -88,8 +90,10 @@ def file_list(files: Mapping[str, bytes]) -> list[dict[str, str]]:
 
 
 def content_digest(files: Mapping[str, bytes]) -> str:
-    """`sha256:` + sha256 of JCS(sorted [{path, sha256}]) over `files` (no `.manifest`)."""
-    listing = file_list({p: b for p, b in files.items() if p != MANIFEST_FILE})
+    """`sha256:` + sha256 of JCS(sorted [{path, sha256}]) over `files` (no `.manifest`, no
+    `.signatures.json`)."""
+    unsigned = (MANIFEST_FILE, SIGNATURES_FILE)
+    listing = file_list({p: b for p, b in files.items() if p not in unsigned})
     return "sha256:" + _sha256(canonical_json(listing))
 
 
@@ -137,9 +141,23 @@ def read_tarball(path: Path) -> dict[str, bytes]:
     Raises:
         BundleError: unreadable archive, or a member path that escapes the bundle.
     """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read bundle archive") from exc
+    return tarball_files(data, path)
+
+
+def tarball_files(data: bytes, path: Path | str) -> dict[str, bytes]:
+    """`read_tarball` over bytes already read (`path` only names them in errors), so a
+    caller can verify and use the very same bytes.
+
+    Raises:
+        BundleError: unreadable archive, or a member path that escapes the bundle.
+    """
     files: dict[str, bytes] = {}
     try:
-        with tarfile.open(path, mode="r:gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             for member in tar.getmembers():
                 if not member.isfile():
                     continue
@@ -304,7 +322,8 @@ def verify_bundle(bundle_dir: Path | str) -> BundleIdentity:
         raise BundleError(f"{tar_path}: sha256 differs from {LOCK_FILE}")
     if _sha256(wasm) != lock.get("wasm", {}).get("sha256"):
         raise BundleError(f"{wasm_path}: sha256 differs from {LOCK_FILE}")
-    files = read_tarball(tar_path)
+    files = tarball_files(tar_bytes, tar_path)
+    files.pop(SIGNATURES_FILE, None)  # checked by policy.signing when a key is configured
     manifest_raw = files.pop(MANIFEST_FILE, None)
     if content_digest(files) != identity.digest or file_list(files) != lock.get("files"):
         raise BundleError(f"{tar_path}: content digest differs from {LOCK_FILE}")
