@@ -26,6 +26,11 @@ from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
 from engram_memory.policy.revision_trust import RevisionTrust, SignedRevisionTrust, fetch_bundle
+from engram_memory.policy.signing import (
+    BundleSignatureInvalid,
+    load_verification_key,
+    verify_signed_tarball,
+)
 
 log = logging.getLogger("engram_memory.policy")
 
@@ -113,12 +118,6 @@ def _fleet_trust(
     Raises:
         ConfigurationError: no verification key or key id; the key cannot be loaded.
     """
-    from engram_memory.policy.signing import (
-        BundleSignatureInvalid,
-        load_verification_key,
-        verify_signed_tarball,
-    )
-
     if verification_key is None or not key_id:
         raise ConfigurationError(
             "ENGRAM_BUNDLE_SERVICE needs ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID"
