@@ -107,11 +107,7 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
     with open_policy_engine(
-        config.policy,
-        config.bundle,
-        bundle_service=config.bundle_service,
-        verification_key=config.bundle_verification_key,
-        key_id=config.bundle_key_id,
+        config.policy, config.bundle, verification_key=config.bundle_verification_key
     ) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:

@@ -41,7 +41,8 @@ def _serve(args: argparse.Namespace) -> int:
             "root_key": args.root_key,
             "policy": args.policy,
             "bundle": args.bundle,
-            "bundle_service": args.bundle_service,
+            "bundle_verification_key": args.bundle_verification_key,
+            "bundle_key_id": args.bundle_key_id,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
             "refusal_burst": args.refusal_burst,
@@ -278,10 +279,15 @@ def build_parser() -> argparse.ArgumentParser:
         "the package)",
     )
     serve.add_argument(
-        "--bundle-service",
-        help="with an OPA URL: the URL of the signed bundle.tar.gz the OPA fleet pulls; any "
-        "revision published there signed by the verification key is trusted "
-        "(env ENGRAM_BUNDLE_SERVICE; needs ENGRAM_BUNDLE_VERIFICATION_KEY, ENGRAM_BUNDLE_KEY_ID)",
+        "--bundle-verification-key",
+        help="PEM RSA public key the bundle must be signed with (`policy sign`); unsigned or "
+        "tampered bundles are refused (env ENGRAM_BUNDLE_VERIFICATION_KEY; default: "
+        "signatures not checked)",
+    )
+    serve.add_argument(
+        "--bundle-key-id",
+        help="key id the bundle signature must name, required with the key "
+        "(env ENGRAM_BUNDLE_KEY_ID)",
     )
     serve.add_argument(
         "--enable-memory",

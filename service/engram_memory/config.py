@@ -7,9 +7,8 @@
 | ENGRAM_ROOT_KEY | --root-key | (required) root key file, mode 0600 |
 | ENGRAM_POLICY | --policy | embedded; opa-spawn (a private OPA server); or an OPA URL |
 | ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
-| ENGRAM_BUNDLE_SERVICE | --bundle-service | none; OPA fleet: URL of the signed bundle.tar.gz |
-| ENGRAM_BUNDLE_VERIFICATION_KEY | --bundle-verification-key | none; PEM public key |
-| ENGRAM_BUNDLE_KEY_ID | --bundle-key-id | none; the `keyid` signatures must name |
+| ENGRAM_BUNDLE_VERIFICATION_KEY | --bundle-verification-key | none: signatures not checked |
+| ENGRAM_BUNDLE_KEY_ID | --bundle-key-id | (required with the key) the key id signatures name |
 | ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
 | ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
 | ENGRAM_MAX_REQUEST_BYTES | --max-request-bytes | 4194304: larger bodies 413, lines -32600 |
@@ -45,7 +44,7 @@ from urllib.parse import urlparse
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
-from engram_memory.policy.revision_trust import bundle_service_url
+from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
 from engram_memory.stopping import DEFAULT_DRAIN_SECONDS
 
 EMBEDDED = "embedded"
@@ -66,9 +65,8 @@ class ServiceConfig:
     drain_seconds: float = DEFAULT_DRAIN_SECONDS
     refusal_burst: int = DEFAULT_BURST
     refusal_interval_s: int = DEFAULT_INTERVAL_MS // 1000
-    bundle_service: str | None = None
-    bundle_verification_key: Path | None = None
-    bundle_key_id: str | None = None
+    # None: bundle signatures are not checked (policy/signing.py).
+    bundle_verification_key: VerificationKey | None = None
 
     @property
     def uses_opa_server(self) -> bool:
@@ -135,6 +133,20 @@ def _whole(text: str | None, name: str, default: int, low: int, high: int) -> in
     return value
 
 
+def _verification_key(
+    flags: Mapping[str, str | None], env: Mapping[str, str]
+) -> VerificationKey | None:
+    path = _flag_or_env(flags, env, "ENGRAM_BUNDLE_VERIFICATION_KEY")
+    key_id = _flag_or_env(flags, env, "ENGRAM_BUNDLE_KEY_ID")
+    if not path and not key_id:
+        return None
+    if not path or not key_id:
+        raise ConfigurationError(
+            "ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID must be set together"
+        )
+    return load_verification_key(Path(path).expanduser(), key_id)
+
+
 def load_config(
     flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
 ) -> ServiceConfig:
@@ -151,14 +163,7 @@ def load_config(
         bundle = Path(bundle_text).expanduser()
         if not bundle.is_dir():
             raise ConfigurationError(f"ENGRAM_BUNDLE points to {bundle}, which is not a directory")
-    key_text = _flag_or_env(flags, env, "ENGRAM_BUNDLE_VERIFICATION_KEY")
-    service_text = _flag_or_env(flags, env, "ENGRAM_BUNDLE_SERVICE")
     return ServiceConfig(
-        bundle_service=bundle_service_url(service_text) if service_text else None,
-        bundle_verification_key=(
-            _existing_file(key_text, "ENGRAM_BUNDLE_VERIFICATION_KEY") if key_text else None
-        ),
-        bundle_key_id=_flag_or_env(flags, env, "ENGRAM_BUNDLE_KEY_ID") or None,
         drain_seconds=_seconds(_flag_or_env(flags, env, "ENGRAM_DRAIN_SECONDS")),
         refusal_burst=_whole(
             _flag_or_env(flags, env, "ENGRAM_REFUSAL_BURST"),
@@ -179,6 +184,7 @@ def load_config(
         root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),
         policy=_policy(_flag_or_env(flags, env, "ENGRAM_POLICY")),
         bundle=bundle,
+        bundle_verification_key=_verification_key(flags, env),
         memory_enabled=_bool(
             _flag_or_env(flags, env, "ENGRAM_MEMORY_ENABLED") or "false", "ENGRAM_MEMORY_ENABLED"
         ),

@@ -30,7 +30,15 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ToolError
 from engram_memory.crypto.keys import RootKey
 
-_CONFIG_FLAGS = ("data_dir", "host_keys", "root_key", "policy", "bundle")
+_CONFIG_FLAGS = (
+    "data_dir",
+    "host_keys",
+    "root_key",
+    "policy",
+    "bundle",
+    "bundle_verification_key",
+    "bundle_key_id",
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -145,7 +153,9 @@ def _restore(
     def clock_ms() -> int:
         return time.time_ns() // 1_000_000
 
-    with open_policy_engine(config.policy, config.bundle) as (engine, identity):
+    with open_policy_engine(
+        config.policy, config.bundle, verification_key=config.bundle_verification_key
+    ) as (engine, identity):
         request = RestoreRequest(
             root=root,
             decider=PolicyDecider(engine, identity, clock_ms),

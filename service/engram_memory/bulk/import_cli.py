@@ -25,7 +25,15 @@ from engram_memory.contract.errors import ConfigurationError, ToolError
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 
-_CONFIG_FLAGS = ("data_dir", "host_keys", "root_key", "policy", "bundle")
+_CONFIG_FLAGS = (
+    "data_dir",
+    "host_keys",
+    "root_key",
+    "policy",
+    "bundle",
+    "bundle_verification_key",
+    "bundle_key_id",
+)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`engram-memory policy build | check | validate | verify | identity`.
+"""`engram-memory policy build | check | validate | verify | identity | sign | keygen`.
 
 For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
 pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
@@ -23,6 +23,13 @@ from engram_memory.policy.default_bundle import (
     build_default_bundle,
     default_bundle_is_current,
     shipped_bundle_differs,
+)
+from engram_memory.policy.signing_cli import (
+    SIGNING_COMMANDS,
+    add_signing_parsers,
+    add_verification_flags,
+    run_signing,
+    run_verify,
 )
 
 
@@ -58,9 +65,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
     verify = policy_sub.add_parser("verify", help="verify a bundle directory against its lock")
     verify.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+    add_verification_flags(verify)
 
     identity = policy_sub.add_parser("identity", help="print a bundle's revision and digest")
     identity.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
+    add_signing_parsers(policy_sub)
     return parser
 
 
@@ -107,8 +116,10 @@ def run(args: argparse.Namespace) -> int:
         tenants = load_policies(args.policies)
         print(f"{len(tenants)} tenant(s) valid: {', '.join(sorted(tenants))}")
         return 0
-    identity = verify_bundle(args.bundle_dir)
+    if command in SIGNING_COMMANDS:
+        return run_signing(args)
     if command == "verify":
-        print(f"bundle verified: {identity.revision}")
+        return run_verify(args)
+    identity = verify_bundle(args.bundle_dir)
     print(f"revision {identity.revision}\ndigest {identity.digest}")
     return 0

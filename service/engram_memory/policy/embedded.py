@@ -34,6 +34,7 @@ from engram_memory.policy.bundle import (
     verify_bundle,
 )
 from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnavailable
+from engram_memory.policy.signing import VerificationKey, load_signed_bundle
 
 ENGINE_ID = "opa-wasm-embedded"
 
@@ -90,19 +91,28 @@ class EmbeddedWasmEngine:
         borrow_timeout_seconds: float = 2.0,
         max_memory_pages: int = 512,
         memo_entries: int = 4096,
+        verification_key: VerificationKey | None = None,
     ) -> None:
-        """Verify the bundle against its lock, then load `policy.wasm` and `data.json`.
+        """Verify the bundle against its lock (and its signature with `verification_key`),
+        then load `policy.wasm` and `data.json`.
 
         `max_memory_pages` caps each instance's linear memory (64 KiB pages; 512 = 32 MiB);
-        `memo_entries` bounds the answer memo (0 turns it off).
+        `memo_entries` bounds the answer memo (0 turns it off). With a key, the Wasm and
+        data loaded are the very bytes whose signature was checked.
 
         Raises:
+            BundleSignatureInvalid: a key is given and the bundle is not signed by it.
             BundleError: the bundle does not match its lock or the Wasm will not load.
         """
         directory = Path(bundle_dir)
-        self.identity: BundleIdentity = verify_bundle(directory)
+        wasm: bytes | None = None
+        if verification_key is None:
+            self.identity: BundleIdentity = verify_bundle(directory)
+            data = bundle_data(directory)
+        else:
+            signed = load_signed_bundle(directory, verification_key)
+            self.identity, data, wasm = signed.identity, signed.data, signed.wasm
         lock = read_lock(directory)
-        data = bundle_data(directory)
         config = PolicyConfig(
             pool_size=pool_size,
             eval_timeout_seconds=eval_timeout_seconds,
@@ -111,7 +121,9 @@ class EmbeddedWasmEngine:
             strict_result_shape=True,
         )
         try:
-            policy = OpaWasmPolicy.from_wasm_bytes((directory / WASM_FILE).read_bytes(), config)
+            if wasm is None:
+                wasm = (directory / WASM_FILE).read_bytes()
+            policy = OpaWasmPolicy.from_wasm_bytes(wasm, config)
         except (OSError, opapywasm.OpaWasmError) as exc:
             raise BundleError(f"{directory / WASM_FILE}: cannot load the policy") from exc
         try:

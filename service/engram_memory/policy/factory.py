@@ -6,10 +6,10 @@
   one that does not answer at startup is logged as a warning (calls fail closed until it
   answers).
 
-The expected identity comes from the verified bundle directory, so a server serving
-anything else answers `POLICY_STALE`; except for an OPA fleet with a bundle service
-(`bundle_service` and a verification key): then any revision the bundle service publishes
-signed by that key is trusted once verified (policy/revision_trust.py).
+In every case the expected identity comes from the verified bundle directory, so a server
+serving anything else answers `POLICY_STALE`. With a verification key configured the bundle's
+signature is checked first (`policy/signing.py`): the embedded engine loads only the signed
+bytes, and a spawned OPA is given the key so it verifies the tarball it serves as well.
 """
 
 from __future__ import annotations
@@ -25,12 +25,7 @@ from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, verify_
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
-from engram_memory.policy.revision_trust import RevisionTrust, SignedRevisionTrust, fetch_bundle
-from engram_memory.policy.signing import (
-    BundleSignatureInvalid,
-    load_verification_key,
-    verify_signed_tarball,
-)
+from engram_memory.policy.signing import VerificationKey, verify_signed_bundle
 
 log = logging.getLogger("engram_memory.policy")
 
@@ -44,6 +39,29 @@ def _without_credentials(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}"
 
 
+def _checked_identity(directory: Path, key: VerificationKey | None) -> BundleIdentity:
+    """The lock-verified identity, and with `key` the signature-verified one.
+
+    Raises:
+        BundleSignatureInvalid, BundleError: see `verify_signed_bundle` / `verify_bundle`.
+    """
+    if key is None:
+        return verify_bundle(directory)
+    return verify_signed_bundle(directory, key)
+
+
+def _log_signature_check(key: VerificationKey | None, identity: BundleIdentity) -> None:
+    if key is None:
+        log.info("policy bundle signatures are not checked (no bundle verification key)")
+    else:
+        log.info(
+            "policy bundle signature verified: key id %s (%s), revision %s",
+            key.key_id,
+            key.fingerprint,
+            identity.revision,
+        )
+
+
 @contextlib.contextmanager
 def open_policy_engine(
     policy: str = EMBEDDED,
@@ -51,34 +69,36 @@ def open_policy_engine(
     *,
     opa_bin: Path | str | None = None,
     timeout_seconds: float = 2.0,
-    bundle_service: str | None = None,
-    verification_key: Path | None = None,
-    key_id: str | None = None,
-) -> Iterator[tuple[PolicyEngine, BundleIdentity | RevisionTrust]]:
-    """Open the engine `policy` names and the bundle identity decisions must carry (or,
-    for an OPA fleet, the trust that vouches for revisions); close (and stop a spawned
-    OPA) on exit.
+    verification_key: VerificationKey | None = None,
+) -> Iterator[tuple[PolicyEngine, BundleIdentity]]:
+    """Open the engine `policy` names and the bundle identity decisions must carry; close
+    (and stop a spawned OPA) on exit. With `verification_key`, only a bundle signed with it
+    is loaded or trusted.
 
     Raises:
+        BundleSignatureInvalid: a key is configured and the bundle is unsigned, signed with
+            another key or key id, or altered after signing.
         BundleError: the bundle does not match its lock.
         OpaBinaryNotFound, OpaServerStartError: `opa-spawn` cannot start OPA.
-        ConfigurationError: `policy` is none of the forms above; a bundle service without
-            an OPA URL or without a verification key and key id; an unreadable key.
+        ConfigurationError: `policy` is none of the forms above.
     """
     directory = Path(bundle_dir) if bundle_dir is not None else DEFAULT_BUNDLE_DIR
     engine: PolicyEngine
     if policy == EMBEDDED:
-        embedded = EmbeddedWasmEngine(directory)
+        embedded = EmbeddedWasmEngine(directory, verification_key=verification_key)
+        _log_signature_check(verification_key, embedded.identity)
         try:
             yield embedded, embedded.identity
         finally:
             embedded.close()
         return
-    identity = verify_bundle(directory)
-    if bundle_service is not None and not policy.startswith(("http://", "https://")):
-        raise ConfigurationError("ENGRAM_BUNDLE_SERVICE needs ENGRAM_POLICY set to an OPA URL")
+    identity = _checked_identity(directory, verification_key)
+    _log_signature_check(verification_key, identity)
     if policy == OPA_SPAWN:
-        with start_opa_server(directory / BUNDLE_FILE, opa_bin) as url:
+        opa_key = None
+        if verification_key is not None:
+            opa_key = (verification_key.path, verification_key.key_id)
+        with start_opa_server(directory / BUNDLE_FILE, opa_bin, verification_key=opa_key) as url:
             engine = OpaServerEngine(url, timeout_seconds=timeout_seconds)
             try:
                 yield engine, identity
@@ -94,49 +114,9 @@ def open_policy_engine(
                 "until it does",
                 _without_credentials(policy),
             )
-        trust: BundleIdentity | RevisionTrust = identity
-        if bundle_service is not None:
-            trust = _fleet_trust(directory, identity, bundle_service, verification_key, key_id)
         try:
-            yield engine, trust
+            yield engine, identity
         finally:
             engine.close()
         return
     raise ConfigurationError(f"policy engine must be {EMBEDDED}, {OPA_SPAWN} or an OPA URL")
-
-
-def _fleet_trust(
-    directory: Path,
-    identity: BundleIdentity,
-    bundle_service: str,
-    verification_key: Path | None,
-    key_id: str | None,
-) -> SignedRevisionTrust:
-    """Trust any revision the bundle service publishes signed by the configured key; the
-    startup bundle is trusted at once only if it is signed by that key too.
-
-    Raises:
-        ConfigurationError: no verification key or key id; the key cannot be loaded.
-    """
-    if verification_key is None or not key_id:
-        raise ConfigurationError(
-            "ENGRAM_BUNDLE_SERVICE needs ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID"
-        )
-    key = load_verification_key(verification_key, key_id)
-    try:
-        signed = verify_signed_tarball((directory / BUNDLE_FILE).read_bytes(), key)
-        startup_trusted = signed == identity
-    except (BundleSignatureInvalid, OSError):
-        startup_trusted = False
-    if not startup_trusted:
-        log.warning(
-            "the startup bundle is not signed by key %s; decisions wait for a revision "
-            "verified from the bundle service",
-            key_id,
-        )
-    return SignedRevisionTrust(
-        identity,
-        fetch=lambda: fetch_bundle(bundle_service),
-        verify=lambda tar_bytes: verify_signed_tarball(tar_bytes, key),
-        startup_trusted=startup_trusted,
-    )

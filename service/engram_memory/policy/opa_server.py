@@ -196,11 +196,14 @@ def start_opa_server(
     opa_bin: Path | str | None = None,
     *,
     ready_timeout_seconds: float = 20.0,
+    verification_key: tuple[Path, str] | None = None,
 ) -> Iterator[str]:
     """Run `opa run --server --bundle <bundle_path>` on 127.0.0.1 (free port), wait until
     `/health?bundles` is healthy, yield its base URL (`http://127.0.0.1:<port>`), and
     terminate it on exit. Decision logs to the
     console are off; OPA's own log (errors only) is kept for the start error message.
+    `verification_key` (public key PEM path, key id) makes OPA itself refuse a bundle not
+    signed with that key (RS256, OPA's default algorithm).
 
     Raises:
         OpaBinaryNotFound: no OPA binary.
@@ -225,6 +228,9 @@ def start_opa_server(
             "--shutdown-grace-period",
             "1",
         ]
+        if verification_key is not None:
+            key_path, key_id = verification_key
+            argv += ["--verification-key", str(key_path), "--verification-key-id", key_id]
         process = subprocess.Popen(  # noqa: S603 - fixed argv, binary chosen by the operator
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
         )
