@@ -144,7 +144,10 @@ def _verification_key(
         raise ConfigurationError(
             "ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID must be set together"
         )
-    return load_verification_key(Path(path).expanduser(), key_id)
+    try:
+        return load_verification_key(Path(path).expanduser(), key_id)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"ENGRAM_BUNDLE_VERIFICATION_KEY: {exc}") from exc
 
 
 def load_config(
