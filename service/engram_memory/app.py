@@ -107,7 +107,10 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
     with open_policy_engine(
-        config.policy, config.bundle, verification_key=config.bundle_verification_key
+        config.policy,
+        config.bundle,
+        verification_key=config.bundle_verification_key,
+        bundle_service=config.bundle_service,
     ) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:

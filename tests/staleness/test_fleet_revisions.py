@@ -29,7 +29,7 @@ from engram_memory.policy.decider import ADMISSION_PATH
 from engram_memory.policy.default_bundle import default_bundle_dir
 from engram_memory.policy.factory import open_policy_engine
 from engram_memory.policy.opa_server import OpaServerEngine
-from engram_memory.policy.signing import sign_bundle
+from engram_memory.policy.signing import load_verification_key, sign_bundle
 from engram_memory.store.database import Database
 from tests.bundle_keys import write_bundle_key_pair
 from tests.harness import Caller
@@ -152,8 +152,7 @@ def test_a_call_straddling_a_rollout_is_stale_and_the_next_decides_with_the_new_
         fleet_opa.url,
         signed.a.tarball.parent,
         bundle_service=bundles.url,
-        verification_key=signed.public_key,
-        key_id=KEY_ID,
+        verification_key=load_verification_key(signed.public_key, KEY_ID),
     ) as (inner, trust):
         assert isinstance(inner, OpaServerEngine)
         engine = SwitchBeforePath(inner, ADMISSION_PATH, lambda: fleet_opa.serve(signed.b))
@@ -190,8 +189,7 @@ def test_a_revision_the_service_cannot_verify_is_stale_without_a_fetch_per_call(
         watched_opa.url,
         signed.a.tarball.parent,
         bundle_service=bundles.url,
-        verification_key=signed.public_key,
-        key_id=KEY_ID,
+        verification_key=load_verification_key(signed.public_key, KEY_ID),
     ) as (engine, trust):
         root_key = RootKey(os.urandom(32))
         with memory_service(tmp_path / "data", root_key, engine, trust) as (svc, _):
