@@ -34,7 +34,7 @@ from engram_memory.policy.opa_binary import require_opa_binary
 from engram_memory.policy.signing import sign_bundle
 from engram_memory.reference_host import Binding, CallOutcome, connect
 from engram_memory.store.database import Database
-from tests.bundle_keys import write_bundle_key_pair
+from tests.policy.signed_bundles import make_key_pair
 from tests.servers import free_port, http_server, server_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.opa]
@@ -94,7 +94,8 @@ class Fleet:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     """Revision 1 (shipped policies), 2 (Erin granted), both signed; 3 unsigned."""
     root = tmp_path_factory.mktemp("fleet")
-    signing_key, public_key = write_bundle_key_pair(root)
+    keys = make_key_pair(root)
+    signing_key, public_key = keys.private, keys.public
     with_erin = _policies_with_erin(root / "policies-2")
     return Fleet(
         one=_build(root, "fleet-one", REPO / "policies", signing_key),

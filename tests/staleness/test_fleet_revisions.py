@@ -31,11 +31,11 @@ from engram_memory.policy.factory import open_policy_engine
 from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.policy.signing import load_verification_key, sign_bundle
 from engram_memory.store.database import Database
-from tests.bundle_keys import write_bundle_key_pair
 from tests.harness import Caller
 from tests.harness import error_of as _error
 from tests.harness import fresh_key as _key
 from tests.harness import ok_value as _value
+from tests.policy.signed_bundles import make_key_pair
 from tests.staleness.conftest import Bundle, WatchedOpa, memory_service
 from tests.staleness.test_bundle_switch import (
     ADMIT,
@@ -68,7 +68,8 @@ def _signed_copy(source_dir: Path, target: Path, signing_key: Path) -> Path:
 def signed(tmp_path_factory: pytest.TempPathFactory, bundle_b: Bundle) -> Signed:
     """The shipped bundle (A) and another revision (B), both signed by one key."""
     root = tmp_path_factory.mktemp("signed")
-    signing_key, public_key = write_bundle_key_pair(root)
+    keys = make_key_pair(root)
+    signing_key, public_key = keys.private, keys.public
     a_dir = _signed_copy(default_bundle_dir(), root / "a", signing_key)
     b_dir = _signed_copy(bundle_b.tarball.parent, root / "b", signing_key)
     return Signed(

@@ -45,6 +45,11 @@ MAX_BUNDLE_BYTES = 32 * 1024 * 1024
 FETCH_TIMEOUT_SECONDS = 5.0
 
 
+class BundleFetchFailed(OSError):
+    """The bundle service did not serve the published bundle (unreachable, timed out, a
+    status other than 200, or larger than `MAX_BUNDLE_BYTES`)."""
+
+
 class RevisionTrust(Protocol):
     """The revisions decisions may come from."""
 
@@ -190,16 +195,20 @@ def fetch_bundle(url: str, *, timeout_seconds: float = FETCH_TIMEOUT_SECONDS) ->
     """GET the published bundle at `url` (at most `MAX_BUNDLE_BYTES`).
 
     Raises:
-        OSError: unreachable, timed out, a status other than 200, or too large.
+        BundleFetchFailed: unreachable, timed out, a status other than 200, or too large.
     """
     request = urllib.request.Request(url, headers={"Accept": "application/gzip"})  # noqa: S310
     try:
         with urllib.request.urlopen(request, timeout=timeout_seconds) as response:  # noqa: S310
             if response.status != 200:
-                raise OSError(f"bundle service answered {response.status}")
+                raise BundleFetchFailed(f"bundle service answered {response.status}")
             body: bytes = response.read(MAX_BUNDLE_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        raise OSError(f"bundle service answered {exc.code}") from exc
+        raise BundleFetchFailed(f"bundle service answered {exc.code}") from exc
+    except OSError as exc:  # URLError, timeouts, resets
+        if isinstance(exc, BundleFetchFailed):
+            raise
+        raise BundleFetchFailed(f"bundle service unreachable ({type(exc).__name__})") from exc
     if len(body) > MAX_BUNDLE_BYTES:
-        raise OSError("published bundle is larger than the limit")
+        raise BundleFetchFailed("published bundle is larger than the limit")
     return body
