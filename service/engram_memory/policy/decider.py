@@ -11,8 +11,7 @@ the decider never fails open: an unexpected failure anywhere in evaluation is `P
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -41,7 +40,14 @@ from engram_memory.policy.result_shapes import (
     ResultShape,
     RetentionShape,
 )
-from engram_memory.policy.revision_trust import PinnedRevision, RevisionListener, RevisionTrust
+from engram_memory.policy.revision_trust import (
+    PinnedRevision,
+    RevisionListener,
+    RevisionTrust,
+    bind_call_revision,
+    call_revision,
+    one_revision_per_call,
+)
 
 DISCOVERY_PATH = "engram/discovery/decision"
 AUTHZ_PATH = "engram/authz/decision"
@@ -56,17 +62,6 @@ ADMISSION_MAX_AGE_MS = 300_000
 
 
 _R = TypeVar("_R", bound=ResultShape)
-
-
-@dataclass(slots=True)
-class _CallRevision:
-    """The identity the first decision of the running call bound (None before it)."""
-
-    identity: BundleIdentity | None = None
-
-
-# Set for the duration of one call on the thread that runs it (`one_revision_per_call`).
-_CALL_REVISION: ContextVar[_CallRevision | None] = ContextVar("engram_call_revision", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,24 +201,16 @@ class PolicyDecider:
     @property
     def expected(self) -> BundleIdentity:
         """The identity the running call's decisions bound, else the one in use."""
-        call = _CALL_REVISION.get()
-        if call is not None and call.identity is not None:
-            return call.identity
-        return self._trust.current
+        return call_revision() or self._trust.current
 
     def follow_revisions(self, listener: RevisionListener | None) -> None:
         """Hand every change of the revision in use to `listener` before it decides."""
         self._trust.follow(listener)
 
-    @contextlib.contextmanager
-    def one_revision_per_call(self) -> Iterator[None]:
+    def one_revision_per_call(self) -> contextlib.AbstractContextManager[None]:
         """Within the block (one call, on its own thread), every decision must come from
         the revision of the first; `expected` is that revision."""
-        token = _CALL_REVISION.set(_CallRevision())
-        try:
-            yield
-        finally:
-            _CALL_REVISION.reset(token)
+        return one_revision_per_call()
 
     def _evaluate(
         self, path: str, policy_input: dict[str, Any]
@@ -241,12 +228,7 @@ class PolicyDecider:
         if not isinstance(answer.revision, str):
             raise PolicyUnavailable(f"{path}: engine reported no revision")
         identity = self._trust.identity_for(answer.revision)
-        call = _CALL_REVISION.get()
-        if call is not None:
-            if call.identity is None:
-                call.identity = identity
-            elif call.identity != identity:
-                raise PolicyStale(f"{path}: the call's decisions straddle a policy rollout")
+        bind_call_revision(identity, path)
         if not isinstance(answer.result, Mapping):
             raise PolicyUnavailable(f"{path}: result is not an object")
         return answer, identity

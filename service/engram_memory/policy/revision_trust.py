@@ -21,12 +21,15 @@ cannot record is not made (fail closed: the decision is `PolicyStale`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -175,6 +178,49 @@ class SignedRevisionTrust:
                 previous.revision,
                 identity.revision,
             )
+
+
+@dataclass(slots=True)
+class _CallRevision:
+    """The identity the first decision of the running call bound (None before it)."""
+
+    identity: BundleIdentity | None = None
+
+
+# Set for the duration of one call on the thread that runs it (`one_revision_per_call`).
+_CALL_REVISION: ContextVar[_CallRevision | None] = ContextVar("engram_call_revision", default=None)
+
+
+@contextlib.contextmanager
+def one_revision_per_call() -> Iterator[None]:
+    """Within the block, `bind_call_revision` holds every decision to the first one's
+    revision (SPEC §5: a call never mixes two policies)."""
+    token = _CALL_REVISION.set(_CallRevision())
+    try:
+        yield
+    finally:
+        _CALL_REVISION.reset(token)
+
+
+def bind_call_revision(identity: BundleIdentity, path: str) -> None:
+    """Record (first decision) or check (later ones) the running call's revision.
+
+    Raises:
+        PolicyStale: an earlier decision of this call came from another revision.
+    """
+    call = _CALL_REVISION.get()
+    if call is None:
+        return
+    if call.identity is None:
+        call.identity = identity
+    elif call.identity != identity:
+        raise PolicyStale(f"{path}: the call's decisions straddle a policy rollout")
+
+
+def call_revision() -> BundleIdentity | None:
+    """The revision the running call's decisions bound, if any yet."""
+    call = _CALL_REVISION.get()
+    return None if call is None else call.identity
 
 
 def bundle_service_url(text: str) -> str:
