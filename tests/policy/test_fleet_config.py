@@ -14,7 +14,7 @@ import pytest
 from engram_memory.config import load_config
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
-from engram_memory.policy.factory import open_policy_engine
+from engram_memory.policy.fleet import open_policy
 from engram_memory.policy.revision_trust import (
     MAX_BUNDLE_BYTES,
     BundleFetchFailed,
@@ -60,7 +60,7 @@ def test_a_bundle_service_needs_an_opa_url(policy: str, keys: KeyPair, tmp_path:
     bundle = signed_copy(tmp_path / "bundle", keys)
     with (
         pytest.raises(ConfigurationError),
-        open_policy_engine(
+        open_policy(
             policy, bundle, verification_key=key, bundle_service="http://127.0.0.1:1/b.tar.gz"
         ),
     ):
@@ -70,7 +70,7 @@ def test_a_bundle_service_needs_an_opa_url(policy: str, keys: KeyPair, tmp_path:
 def test_a_bundle_service_needs_the_verification_key() -> None:
     with (
         pytest.raises(ConfigurationError),
-        open_policy_engine(
+        open_policy(
             "http://127.0.0.1:1", DEFAULT_BUNDLE_DIR, bundle_service="http://127.0.0.1:1/b.tar.gz"
         ),
     ):

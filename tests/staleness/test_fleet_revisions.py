@@ -27,7 +27,7 @@ from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.bundle import BUNDLE_FILE, verify_bundle
 from engram_memory.policy.decider import ADMISSION_PATH
 from engram_memory.policy.default_bundle import default_bundle_dir
-from engram_memory.policy.factory import open_policy_engine
+from engram_memory.policy.fleet import open_policy
 from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.policy.signing import load_verification_key, sign_bundle
 from engram_memory.store.database import Database
@@ -149,7 +149,7 @@ def test_a_call_straddling_a_rollout_is_stale_and_the_next_decides_with_the_new_
     bundles.published = signed.b.tarball.read_bytes()
     root_key = RootKey(os.urandom(32))
     data_dir = tmp_path / "data"
-    with open_policy_engine(
+    with open_policy(
         fleet_opa.url,
         signed.a.tarball.parent,
         bundle_service=bundles.url,
@@ -186,7 +186,7 @@ def test_a_revision_the_service_cannot_verify_is_stale_without_a_fetch_per_call(
     # An OPA node that does not check signatures serves an unsigned B, also published.
     bundles.published = bundle_b.tarball.read_bytes()
     watched_opa.serve(bundle_b)
-    with open_policy_engine(
+    with open_policy(
         watched_opa.url,
         signed.a.tarball.parent,
         bundle_service=bundles.url,

@@ -6,10 +6,8 @@
   one that does not answer at startup is logged as a warning (calls fail closed until it
   answers).
 
-The expected identity comes from the verified bundle directory, so a server serving anything
-else answers `POLICY_STALE`; except for an OPA fleet (`bundle_service` and a verification
-key): then any revision the bundle service publishes signed by that key is trusted once
-verified (policy/revision_trust.py). With a verification key configured the bundle's
+In every case the expected identity comes from the verified bundle directory, so a server
+serving anything else answers `POLICY_STALE`. With a verification key configured the bundle's
 signature is checked first (`policy/signing.py`): the embedded engine loads only the signed
 bytes, and a spawned OPA is given the key so it verifies the tarball it serves as well.
 """
@@ -27,12 +25,7 @@ from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, verify_
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
-from engram_memory.policy.revision_trust import RevisionTrust, SignedRevisionTrust, fetch_bundle
-from engram_memory.policy.signing import (
-    VerificationKey,
-    verify_signed_bundle,
-    verify_signed_tarball,
-)
+from engram_memory.policy.signing import VerificationKey, verify_signed_bundle
 
 log = logging.getLogger("engram_memory.policy")
 
@@ -77,8 +70,7 @@ def open_policy_engine(
     opa_bin: Path | str | None = None,
     timeout_seconds: float = 2.0,
     verification_key: VerificationKey | None = None,
-    bundle_service: str | None = None,
-) -> Iterator[tuple[PolicyEngine, BundleIdentity | RevisionTrust]]:
+) -> Iterator[tuple[PolicyEngine, BundleIdentity]]:
     """Open the engine `policy` names and the bundle identity decisions must carry; close
     (and stop a spawned OPA) on exit. With `verification_key`, only a bundle signed with it
     is loaded or trusted.
@@ -88,17 +80,10 @@ def open_policy_engine(
             another key or key id, or altered after signing.
         BundleError: the bundle does not match its lock.
         OpaBinaryNotFound, OpaServerStartError: `opa-spawn` cannot start OPA.
-        ConfigurationError: `policy` is none of the forms above; a bundle service without
-            an OPA URL or without a verification key.
+        ConfigurationError: `policy` is none of the forms above.
     """
     directory = Path(bundle_dir) if bundle_dir is not None else DEFAULT_BUNDLE_DIR
     engine: PolicyEngine
-    if bundle_service is not None and not policy.startswith(("http://", "https://")):
-        raise ConfigurationError("ENGRAM_BUNDLE_SERVICE needs ENGRAM_POLICY set to an OPA URL")
-    if bundle_service is not None and verification_key is None:
-        raise ConfigurationError(
-            "ENGRAM_BUNDLE_SERVICE needs ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID"
-        )
     if policy == EMBEDDED:
         embedded = EmbeddedWasmEngine(directory, verification_key=verification_key)
         _log_signature_check(verification_key, embedded.identity)
@@ -129,25 +114,9 @@ def open_policy_engine(
                 "until it does",
                 _without_credentials(policy),
             )
-        trust: BundleIdentity | RevisionTrust = identity
-        if bundle_service is not None and verification_key is not None:
-            trust = _fleet_trust(identity, bundle_service, verification_key)
         try:
-            yield engine, trust
+            yield engine, identity
         finally:
             engine.close()
         return
     raise ConfigurationError(f"policy engine must be {EMBEDDED}, {OPA_SPAWN} or an OPA URL")
-
-
-def _fleet_trust(
-    startup: BundleIdentity, bundle_service: str, key: VerificationKey
-) -> SignedRevisionTrust:
-    """Trust the (signature-verified) startup bundle and any revision the bundle service
-    publishes signed by `key`."""
-    return SignedRevisionTrust(
-        startup,
-        fetch=lambda: fetch_bundle(bundle_service),
-        verify=lambda tar_bytes: verify_signed_tarball(tar_bytes, key),
-        startup_trusted=True,
-    )
