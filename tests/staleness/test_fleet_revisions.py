@@ -1,5 +1,5 @@
 """An OPA fleet's revisions, as the service sees them: a REAL OPA whose bundle is switched
-while it runs, a bundle service on 127.0.0.1, the trust `open_policy_engine` builds for an
+while it runs, a bundle service on 127.0.0.1, the trust `policy.fleet.open_policy` builds for an
 OPA URL with a bundle service and a verification key (real fetch, real signature check),
 and the service over a real DuckDB store.
 
