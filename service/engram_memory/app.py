@@ -22,7 +22,7 @@ from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
-from engram_memory.policy.factory import open_policy_engine
+from engram_memory.policy.fleet import open_policy
 from engram_memory.private_files import secure_data_dir
 from engram_memory.store.anchors import open_anchor
 from engram_memory.store.database import (
@@ -108,8 +108,11 @@ def open_service(config: ServiceConfig, *, tolerate_loss: bool = False) -> Itera
     # Before anything is written: a data directory holding another user's entry is refused.
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
-    with open_policy_engine(
-        config.policy, config.bundle, verification_key=config.bundle_verification_key
+    with open_policy(
+        config.policy,
+        config.bundle,
+        verification_key=config.bundle_verification_key,
+        bundle_service=config.bundle_service,
     ) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:

@@ -44,6 +44,7 @@ def _serve(args: argparse.Namespace) -> int:
             "bundle": args.bundle,
             "bundle_verification_key": args.bundle_verification_key,
             "bundle_key_id": args.bundle_key_id,
+            "bundle_service": args.bundle_service,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
             "refusal_burst": args.refusal_burst,
@@ -293,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bundle-key-id",
         help="key id the bundle signature must name, required with the key "
         "(env ENGRAM_BUNDLE_KEY_ID)",
+    )
+    serve.add_argument(
+        "--bundle-service",
+        help="with an OPA URL: the URL of the signed bundle.tar.gz the OPA fleet pulls; any "
+        "revision published there signed by the verification key is trusted (env "
+        "ENGRAM_BUNDLE_SERVICE; needs --bundle-verification-key and --bundle-key-id)",
     )
     serve.add_argument(
         "--enable-memory",

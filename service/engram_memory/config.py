@@ -8,6 +8,7 @@
 | ENGRAM_POLICY | --policy | embedded; opa-spawn (a private OPA server); or an OPA URL |
 | ENGRAM_BUNDLE | --bundle | the bundle shipped in the package |
 | ENGRAM_BUNDLE_VERIFICATION_KEY | --bundle-verification-key | none: signatures not checked |
+| ENGRAM_BUNDLE_SERVICE | --bundle-service | none; OPA fleet: URL of the signed bundle.tar.gz |
 | ENGRAM_BUNDLE_KEY_ID | --bundle-key-id | (required with the key) the key id signatures name |
 | ENGRAM_MEMORY_ENABLED | --enable-memory | false: the host opt-in of SPEC §1.5 |
 | ENGRAM_DRAIN_SECONDS | --drain-seconds | 10: how long a stop waits for calls in flight |
@@ -46,6 +47,7 @@ from urllib.parse import urlparse
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
+from engram_memory.policy.revision_trust import bundle_service_url
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
 from engram_memory.stopping import DEFAULT_DRAIN_SECONDS
 
@@ -75,6 +77,8 @@ class ServiceConfig:
     # None: none are signed. Read (and checked) by app.open_service before the store opens.
     checkpoint_key: Path | None = None
     checkpoint_interval_s: int = DEFAULT_CHECKPOINT_INTERVAL_S
+    # An OPA fleet's bundle service: the URL of the published bundle.tar.gz (revision_trust).
+    bundle_service: str | None = None
 
     @property
     def uses_opa_server(self) -> bool:
@@ -163,6 +167,11 @@ def _verification_key(
         raise ConfigurationError(f"ENGRAM_BUNDLE_VERIFICATION_KEY: {exc}") from exc
 
 
+def _bundle_service(flags: Mapping[str, str | None], env: Mapping[str, str]) -> str | None:
+    text = _flag_or_env(flags, env, "ENGRAM_BUNDLE_SERVICE")
+    return bundle_service_url(text) if text else None
+
+
 def load_config(
     flags: Mapping[str, str | None] | None = None, env: Mapping[str, str] | None = None
 ) -> ServiceConfig:
@@ -211,6 +220,7 @@ def load_config(
         policy=_policy(_flag_or_env(flags, env, "ENGRAM_POLICY")),
         bundle=bundle,
         bundle_verification_key=_verification_key(flags, env),
+        bundle_service=_bundle_service(flags, env),
         memory_enabled=_bool(
             _flag_or_env(flags, env, "ENGRAM_MEMORY_ENABLED") or "false", "ENGRAM_MEMORY_ENABLED"
         ),

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from engram_memory.policy.default_bundle import (
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine, PolicyUnavailable
 from engram_memory.policy.opa_binary import require_opa_binary
 from engram_memory.policy.opa_server import OpaServerEngine
+from engram_memory.policy.revision_trust import RevisionTrust
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import MemoryService
 from tests.harness import SIGNER
@@ -76,7 +77,7 @@ def _free_port() -> int:
 class WatchedOpa:
     """`opa run --server --watch` on 127.0.0.1 serving whichever bundle `serve` installs."""
 
-    def __init__(self, workdir: Path, initial: Bundle) -> None:
+    def __init__(self, workdir: Path, initial: Bundle, extra_args: Sequence[str] = ()) -> None:
         self._watched = workdir / "watched"
         self._staging = workdir / "staging"
         self._watched.mkdir(parents=True)
@@ -100,6 +101,7 @@ class WatchedOpa:
             "--skip-version-check",
             "--shutdown-grace-period",
             "1",
+            *extra_args,
         ]
         self._process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
@@ -169,7 +171,7 @@ def memory_service(
     data_dir: Path,
     root_key: RootKey,
     engine: PolicyEngine,
-    expected: BundleIdentity,
+    expected: BundleIdentity | RevisionTrust,
     decider_clock: Callable[[], int] = real_clock_ms,
 ) -> Iterator[tuple[MemoryService, Services]]:
     """One service lifetime over `data_dir` (open the same directory again to "restart")."""

@@ -123,6 +123,14 @@ def run_authorized(
         ToolError: UNAUTHORIZED without the authority; the operation's own codes.
         StoreUnavailable: the audit entry of a successful operation cannot be written.
     """
+    # All its decisions from one policy revision, as for agent calls (an OPA fleet's rollout).
+    with services.decider.one_revision_per_call():
+        return _run_authorized(services, who, operation, authority, action)
+
+
+def _run_authorized(
+    services: Services, who: Operator, operation: str, authority: str, action: Action
+) -> dict[str, JsonValue]:
     ctx = operator_context(services, who, operation)
     audit = CallAudit()
     try:

@@ -328,7 +328,15 @@ def write_audits(
 
 
 def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
-    identity = ctx.services.decider.expected
+    # The revision the call's decisions bound (all one: PolicyDecider.one_revision_per_call);
+    # a group commit may write this entry on another call's thread, after a rollout.
+    decided = next((d.receipt for d in facts.decisions), None)
+    expected = ctx.services.decider.expected
+    revision, bundle_digest = (
+        (decided.bundle_revision, decided.bundle_digest)
+        if decided is not None
+        else (expected.revision, expected.digest)
+    )
     return audit.AuditRecord(
         recorded_at=ctx.now_instant,
         audit_id=ctx.invocation.audit_id,
@@ -338,8 +346,8 @@ def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
         session_ref=ctx.session_ref,
         tool=ctx.tool,
         outcome=facts.outcome,
-        bundle_digest=identity.digest,
-        bundle_revision=identity.revision,
+        bundle_digest=bundle_digest,
+        bundle_revision=revision,
         target_ids=facts.target_ids,
         receipts=tuple(d.receipt for d in facts.decisions),
         idempotency_key_digest=facts.idempotency_key_digest,

@@ -1,13 +1,16 @@
 """Typed policy decisions over any `PolicyEngine`, each with a receipt.
 
 Every entrypoint result is parsed strictly (closed shapes, exact types, sorted unique
-lists); anything else is `PolicyUnavailable`. A decision from another bundle revision is
-`PolicyStale`. Denials are values (`allow=False`), never exceptions; the decider never
-fails open: an unexpected failure anywhere in evaluation is `PolicyUnavailable`.
+lists); anything else is `PolicyUnavailable`. A decision from a bundle revision the
+`RevisionTrust` does not vouch for is `PolicyStale`, and so is one from another revision
+than an earlier decision of the same call (`one_revision_per_call`: a call whose decisions
+straddle a rollout decides nothing). Denials are values (`allow=False`), never exceptions;
+the decider never fails open: an unexpected failure anywhere in evaluation is `PolicyUnavailable`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
@@ -36,6 +39,14 @@ from engram_memory.policy.result_shapes import (
     DiscoveryShape,
     ResultShape,
     RetentionShape,
+)
+from engram_memory.policy.revision_trust import (
+    PinnedRevision,
+    RevisionListener,
+    RevisionTrust,
+    bind_call_revision,
+    call_revision,
+    one_revision_per_call,
 )
 
 DISCOVERY_PATH = "engram/discovery/decision"
@@ -176,20 +187,40 @@ class AdmissionResult:
 
 
 class PolicyDecider:
-    """Asks `engine` for each kind of decision, expecting bundle `expected`."""
+    """Asks `engine` for each kind of decision, from a revision `trust` vouches for.
+
+    A plain `BundleIdentity` pins that one revision (`PinnedRevision`).
+    """
 
     def __init__(
-        self, engine: PolicyEngine, expected: BundleIdentity, clock_ms: Callable[[], int]
+        self,
+        engine: PolicyEngine,
+        trust: RevisionTrust | BundleIdentity,
+        clock_ms: Callable[[], int],
     ) -> None:
         self._engine = engine
-        self._expected = expected
+        self._trust: RevisionTrust = (
+            PinnedRevision(trust) if isinstance(trust, BundleIdentity) else trust
+        )
         self._clock_ms = clock_ms
 
     @property
     def expected(self) -> BundleIdentity:
-        return self._expected
+        """The identity the running call's decisions bound, else the one in use."""
+        return call_revision() or self._trust.current
 
-    def _evaluate(self, path: str, policy_input: dict[str, Any]) -> EngineAnswer:
+    def follow_revisions(self, listener: RevisionListener | None) -> None:
+        """Hand every change of the revision in use to `listener` before it decides."""
+        self._trust.follow(listener)
+
+    def one_revision_per_call(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block (one call, on its own thread), every decision must come from
+        the revision of the first; `expected` is that revision."""
+        return one_revision_per_call()
+
+    def _evaluate(
+        self, path: str, policy_input: dict[str, Any]
+    ) -> tuple[EngineAnswer, BundleIdentity]:
         try:
             answer = self._engine.evaluate(path, policy_input)
         except (PolicyUnavailable, PolicyStale):
@@ -200,15 +231,22 @@ class PolicyDecider:
             raise PolicyUnavailable(f"engine raised {type(exc).__name__}") from exc
         if not isinstance(answer, EngineAnswer):
             raise PolicyUnavailable("engine returned no answer")
-        if answer.revision != self._expected.revision:
-            raise PolicyStale(f"{path}: engine serves another bundle revision")
+        if not isinstance(answer.revision, str):
+            raise PolicyUnavailable(f"{path}: engine reported no revision")
+        identity = self._trust.identity_for(answer.revision)
+        bind_call_revision(identity, path)
         if not isinstance(answer.result, Mapping):
             raise PolicyUnavailable(f"{path}: result is not an object")
-        return answer
+        return answer, identity
 
     def _parse(
-        self, path: str, policy_input: dict[str, Any], answer: EngineAnswer, model: type[_R]
+        self,
+        path: str,
+        policy_input: dict[str, Any],
+        trusted: tuple[EngineAnswer, BundleIdentity],
+        model: type[_R],
     ) -> tuple[_R, Decision]:
+        answer, identity = trusted
         result = answer.result
         assert isinstance(result, Mapping)  # checked by _evaluate
         try:
@@ -217,8 +255,9 @@ class PolicyDecider:
                 policy_path=path,
                 policy_input=policy_input,
                 result=result,
-                bundle_revision=answer.revision,
-                bundle_digest=self._expected.digest,
+                bundle_revision=identity.revision,
+                # The digest of the bundle verified for this revision (`_evaluate`).
+                bundle_digest=identity.digest,
                 engine_id=self._engine.engine_id,
                 engine_version=self._engine.engine_version,
                 decided_at_ms=self._clock_ms(),
@@ -356,13 +395,14 @@ class PolicyDecider:
             "now_ms": now_ms,
             "candidate": candidate.model_dump(mode="json"),
         }
-        answer = self._evaluate(ADMISSION_PATH, policy_input)
-        assert isinstance(answer.result, Mapping)  # checked by _evaluate
-        if answer.result.get("decision") == "unconfigured":
+        trusted = self._evaluate(ADMISSION_PATH, policy_input)
+        result = trusted[0].result
+        assert isinstance(result, Mapping)  # checked by _evaluate
+        if result.get("decision") == "unconfigured":
             # Parsed anyway so a malformed "unconfigured" is reported as malformed.
-            self._parse(ADMISSION_PATH, policy_input, answer, AdmissionUnconfiguredShape)
+            self._parse(ADMISSION_PATH, policy_input, trusted, AdmissionUnconfiguredShape)
             raise PolicyUnavailable("admission: no admission policy")
-        parsed, decision = self._parse(ADMISSION_PATH, policy_input, answer, AdmissionShape)
+        parsed, decision = self._parse(ADMISSION_PATH, policy_input, trusted, AdmissionShape)
         now = self._clock_ms()
         # SPEC §4.4 step 3: a decision about another record is unbound, not stale: no fresher
         # answer from this policy would bind it, so it is the policy that is unusable.

@@ -45,6 +45,7 @@ from engram_memory.core.flood_bound import FloodLimits
 from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.core.refusal_stream import RefusalStream
 from engram_memory.core.replay_guard import AuditIdGuard, kept_until_ms
+from engram_memory.core.revision_audit import RevisionChangeRecorder
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
 from engram_memory.host.tokens import TokenExpired, TokenInvalid
@@ -170,6 +171,8 @@ class MemoryService:
         )
         self._audit_ids = AuditIdGuard(self._used_audit_ids())
         self._bindings = itertools.count(1)
+        # An OPA fleet's revision changes are audited before the new revision decides.
+        services.decider.follow_revisions(RevisionChangeRecorder(self._audits, services.clock_ms))
 
     def _used_audit_ids(self) -> list[tuple[str, int]]:
         """The audit ids bound by tokens not yet expired, from the store; expired ones go."""
@@ -194,6 +197,7 @@ class MemoryService:
 
     def close(self) -> None:
         """Write the refusal summaries still owed; call before the store closes."""
+        self.services.decider.follow_revisions(None)
         self._refusals.close()
 
     def _bind(self, token: object, where: CallRequest, method: str) -> _Bound:
@@ -259,11 +263,16 @@ class MemoryService:
         return [spec for name, spec in TOOL_SPECS.items() if name in visible]
 
     def call_tool(self, request: CallRequest) -> dict[str, JsonValue]:
-        """Run one tool call and return its envelope.
+        """Run one tool call and return its envelope; all its policy decisions come from one
+        bundle revision (a call straddling a rollout is POLICY_STALE, nothing written).
 
         Raises:
             ProtocolRefusal: -32602 / -32603 per SPEC §1.7 (audited when a scope is known).
         """
+        with self.services.decider.one_revision_per_call():
+            return self._call_tool(request)
+
+    def _call_tool(self, request: CallRequest) -> dict[str, JsonValue]:
         if request.tool not in TOOL_SPECS:
             self.refused_before_binding(
                 PreBindingRefusal(
