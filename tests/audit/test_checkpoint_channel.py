@@ -90,3 +90,43 @@ def test_a_configured_checkpoint_key_others_can_read_stops_the_service_from_star
         check=False,
     )
     assert started.returncode == 2, started.stderr
+
+
+def test_a_running_service_signs_the_exports_it_makes_and_compares_a_kept_checkpoint(
+    prepared: tuple[dict[str, str], list[str]], tmp_path: Path
+) -> None:
+    env, secrets = _serving_env(prepared)
+    public = str(secrets / CHECKPOINT_PUBLIC_FILE)
+    data_dir = env["ENGRAM_DATA_DIR"]
+    kept, export = tmp_path / "kept.json", tmp_path / "export"
+    forged = tmp_path / "forged.json"
+    with http_server(env):
+        assert _cli(env, "audit", "checkpoint", "--out", str(kept), *WHO).returncode == 0
+        exported = _cli(env, "audit", "export", "--data-dir", data_dir, "--out", str(export), *WHO)
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+        manifest = json.loads((export / "manifest.json").read_text())
+        checked = _cli(
+            env, "audit", "verify-manifest", str(export), "--checkpoint-public-key", public
+        )
+        compare = ("--checkpoint", str(kept), "--checkpoint-public-key", public)
+        extends = _cli(env, "audit", "verify", "--data-dir", data_dir, *WHO, *compare)
+        document = json.loads(kept.read_text())
+        document["audit_head"]["sequence"] += 1  # a checkpoint the service never signed
+        forged.write_text(json.dumps(document))
+        untrusted = _cli(
+            env, "audit", "verify", "--data-dir", data_dir, *WHO,
+            "--checkpoint", str(forged), "--checkpoint-public-key", public,
+        )  # fmt: skip
+    assert manifest["signature"] is not None
+    assert manifest["exported_at"]
+    assert checked.returncode == 0, checked.stdout
+    assert extends.returncode == 0, extends.stdout + extends.stderr
+    assert untrusted.returncode == 5, untrusted.stdout
+    database = Database.open(Path(data_dir), read_only=True)
+    try:
+        with database.transaction() as tx:
+            stored = [json.loads(text) for text in rows.stored_documents(tx)]
+    finally:
+        database.close()
+    # The export's checkpoint (same heads as its manifest) is kept like every other one.
+    assert json.loads((export / "checkpoint.json").read_text()) in stored
