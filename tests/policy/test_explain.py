@@ -233,3 +233,19 @@ def test_an_engine_that_does_not_answer_explains_as_policy_unavailable(
     assert code == 0
     assert explanation["verdict"].startswith("POLICY_UNAVAILABLE")
     assert all("error" in d["summary"] for d in explanation["domains"])
+
+
+@pytest.mark.parametrize(
+    "document",
+    ['{"binding": 5}', '{"call": [1]}', "[1]", "NaN-not-json", '{"binding": {}, "extra": 1}'],
+    ids=["binding-not-object", "call-not-object", "not-object", "not-json", "extra-member"],
+)
+def test_a_call_file_of_the_wrong_shape_exits_2_with_one_line(
+    document: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    call = tmp_path / "call.json"
+    call.write_text(document)
+    assert main(["policy", "explain", "--call", str(call)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1

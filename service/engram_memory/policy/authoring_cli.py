@@ -85,11 +85,18 @@ def _explain_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     if args.call is not None:
         try:
             document = json.loads(Path(args.call).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigurationError(f"{args.call}: not a readable JSON file ({exc})") from None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigurationError(f"{args.call}: cannot be read ({reason})") from None
+        except ValueError:
+            raise ConfigurationError(f"{args.call}: not a JSON document") from None
+        shape = f"{args.call}: expected {{binding: {{...}}, call: {{...}}}}"
         if not isinstance(document, dict) or set(document) - {"binding", "call"}:
-            raise ConfigurationError(f"{args.call}: expected {{binding: {{...}}, call: {{...}}}}")
-        binding, call = dict(document.get("binding") or {}), dict(document.get("call") or {})
+            raise ConfigurationError(shape)
+        given_binding, given_call = document.get("binding") or {}, document.get("call") or {}
+        if not isinstance(given_binding, dict) or not isinstance(given_call, dict):
+            raise ConfigurationError(shape)
+        binding, call = dict(given_binding), dict(given_call)
     binding |= _given(
         tenant=args.tenant,
         workspace=args.workspace,
