@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.host.context import canonical_groups
+from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import (
     Approver,

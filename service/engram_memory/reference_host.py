@@ -24,12 +24,13 @@ from mcp import Client, StdioServerParameters
 from engram_memory.admin.host_cli import CHECKPOINT_KEY_FILE
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
+from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
     ConfirmationBinding,
     mint_confirmation,
 )
-from engram_memory.host.context import INVOCATION_META_KEY, canonical_groups, mint_invocation
+from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.http_serving import HEALTH_PATH
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.context import (
     INVOCATION_TYP,
-    canonical_groups,
     mint_invocation,
     verify_invocation,
 )

@@ -30,24 +30,18 @@ from __future__ import annotations
 import itertools
 import re
 import time
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import NonCanonicalValue, nfc
+from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
 
 INVOCATION_META_KEY = "engram-memory/invocation"
 INVOCATION_TYP = "engram-invocation+jwt"
 _SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-GROUP_PREFIX = "group:"
-MAX_GROUPS = 64
-MAX_GROUP_BYTES = 256
-# Control, format, surrogate and line/paragraph separators: invisible or ambiguous in a
-# group name an operator reads in policy data, so a claim carrying one is refused.
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -125,22 +119,6 @@ def _verified_groups(value: object) -> tuple[str, ...]:
     return tuple(value)
 
 
-def is_group_ref(value: object) -> bool:
-    """True for a well-formed group reference: `group:<name>`, NFC, <= 256 UTF-8 bytes,
-    no `*`, no control, format or separator characters."""
-    if not isinstance(value, str) or not value.startswith(GROUP_PREFIX):
-        return False
-    if len(value) == len(GROUP_PREFIX) or "*" in value:
-        return False
-    if any(unicodedata.category(char) in _REFUSED_CATEGORIES for char in value):
-        return False
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        return False
-    return size <= MAX_GROUP_BYTES and unicodedata.is_normalized("NFC", value)
-
-
 def mint_invocation(
     signer: HostSigningKey,
     *,
@@ -160,7 +138,7 @@ def mint_invocation(
     """Mint an invocation context token (used by the reference host and tests).
 
     `groups` is signed as given (a host sorts and de-duplicates its identity provider's
-    groups first; `canonical_groups` does that); None or empty omits the claim.
+    groups first; `contract.groups.canonical_groups` does that); None or empty omits the claim.
     """
     iat = int(time.time()) if now_s is None else now_s
     claims: dict[str, Any] = {
@@ -180,16 +158,3 @@ def mint_invocation(
     if groups:
         claims["groups"] = list(groups)
     return sign(claims, signer, INVOCATION_TYP)
-
-
-def canonical_groups(groups: Sequence[str]) -> list[str]:
-    """The claim form of a host's groups: sorted by code point, duplicates dropped.
-
-    Raises:
-        ValueError: a group is not a well-formed `group:<name>`, or there are more than 64.
-    """
-    unique = sorted(set(groups))
-    bad = [group for group in unique if not is_group_ref(group)]
-    if bad or len(unique) > MAX_GROUPS:
-        raise ValueError("groups must be at most 64 well-formed group:<name> references")
-    return unique

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.host.context import GROUP_PREFIX, is_group_ref
+from engram_memory.contract.groups import GROUP_PREFIX, is_group_ref
 from engram_memory.policy.yaml_source import Path_, YamlSource, read_yaml
 
 TOOLS: tuple[str, ...] = (
