@@ -29,26 +29,14 @@ from engram_memory.config import ServiceConfig
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ToolError
 from engram_memory.crypto.keys import RootKey
-
-_CONFIG_FLAGS = (
-    "data_dir",
-    "host_keys",
-    "root_key",
-    "policy",
-    "bundle",
-    "bundle_verification_key",
-    "bundle_key_id",
-)
+from engram_memory.service_flags import add_service_flags, config_from_flags
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
         "admin", help="host-only maintenance (never reachable over MCP)"
     )
-    for flag in _CONFIG_FLAGS:
-        parser.add_argument(
-            f"--{flag.replace('_', '-')}", help=f"as for serve (ENGRAM_{flag.upper()})"
-        )
+    add_service_flags(parser)
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--operator", required=True, help="the human acting: human:<subject>")
@@ -115,9 +103,8 @@ def _progress(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engram_memory.app import open_service
-    from engram_memory.config import load_config
 
-    config = load_config({flag: getattr(args, flag) for flag in _CONFIG_FLAGS})
+    config = config_from_flags(args)
     who = Operator(args.tenant, args.workspace, args.operator)
     try:
         if args.admin_command == "restore":

@@ -30,6 +30,7 @@ from engram_memory.core.checkpoint_verify import (
 )
 from engram_memory.core.checkpoints import CHECKPOINT_FILE, CheckpointInvalid, verify_signature
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey, CheckpointSigningKey
+from engram_memory.service_flags import add_service_flags, config_from_flags
 from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed, Transaction
 from engram_memory.store.export import MANIFEST_FILE
 
@@ -37,7 +38,6 @@ EXIT_NOT_EXTENDED = 1
 EXIT_UNREADABLE = 2
 EXIT_UNTRUSTED = 5
 PUBLIC_KEY_VARIABLE = "ENGRAM_CHECKPOINT_PUBLIC_KEY"
-_SERVICE_FLAGS = ("data_dir", "host_keys", "root_key", "policy", "bundle", "checkpoint_key")
 
 
 def add_verify_flags(verify: argparse.ArgumentParser) -> None:
@@ -55,10 +55,7 @@ def add_parsers(audit_sub: Any) -> None:
         "checkpoint", help="sign the audit and journal heads now; write the checkpoint file"
     )
     checkpoint.add_argument("--out", required=True, help="the checkpoint file to write")
-    for flag in _SERVICE_FLAGS:
-        checkpoint.add_argument(
-            f"--{flag.replace('_', '-')}", help=f"as for serve (ENGRAM_{flag.upper()})"
-        )
+    add_service_flags(checkpoint)
     checkpoint.add_argument("--tenant", required=True)
     checkpoint.add_argument("--workspace", required=True)
     checkpoint.add_argument("--operator", required=True, help="the human asking: human:<subject>")
@@ -164,9 +161,8 @@ def _checkpoint_command(args: argparse.Namespace) -> int:
     from engram_memory.admin.commands import AdminCommand, execute
     from engram_memory.admin.maintenance import Operator
     from engram_memory.app import open_service
-    from engram_memory.config import load_config
 
-    config = load_config({flag: getattr(args, flag) for flag in _SERVICE_FLAGS})
+    config = config_from_flags(args)
     command = AdminCommand.from_values(
         "audit-checkpoint", Operator(args.tenant, args.workspace, args.operator), vars(args)
     )

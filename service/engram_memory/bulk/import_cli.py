@@ -24,16 +24,7 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ToolError
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
-
-_CONFIG_FLAGS = (
-    "data_dir",
-    "host_keys",
-    "root_key",
-    "policy",
-    "bundle",
-    "bundle_verification_key",
-    "bundle_key_id",
-)
+from engram_memory.service_flags import add_service_flags, config_from_flags
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -41,10 +32,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "import",
         help="load JSONL captures for one scope through the tools' own checks, batched",
     )
-    for flag in _CONFIG_FLAGS:
-        parser.add_argument(
-            f"--{flag.replace('_', '-')}", help=f"as for serve (ENGRAM_{flag.upper()})"
-        )
+    add_service_flags(parser)
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--principal", required=True, help="whose captures these are")
@@ -110,14 +98,13 @@ def import_file(
 
 def run(args: argparse.Namespace) -> int:
     from engram_memory.app import open_service
-    from engram_memory.config import load_config
 
     if args.batch < 1:
         raise ConfigurationError("--batch must be at least 1")
     path = Path(args.file)
     if not path.is_file():
         raise ConfigurationError(f"import file {path} does not exist")
-    config = load_config({flag: getattr(args, flag) for flag in _CONFIG_FLAGS})
+    config = config_from_flags(args)
     who = Operator(args.tenant, args.workspace, args.operator)
     binding = ImportBinding(
         tenant=args.tenant,
