@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import shutil
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +19,8 @@ from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DEFAULT_BUNDLE_DIR,
     LOCK_FILE,
+    MAX_MEMBERS,
+    MAX_UNPACKED_BYTES,
     WASM_FILE,
     BundleError,
     build_bundle,
@@ -22,6 +28,7 @@ from engram_memory.policy.bundle import (
     compute_identity,
     load_bundle_identity,
     read_tarball,
+    tarball_files,
     verify_bundle,
     write_tarball,
 )
@@ -175,3 +182,53 @@ def test_the_shipped_wasm_is_what_the_pinned_opa_compiles(opa_bin: Path, tmp_pat
 def test_a_label_with_a_plus_is_refused(opa_bin: Path, tmp_path: Path) -> None:
     with pytest.raises(BundleError):
         build_bundle(REGO_DIR, POLICIES_DIR, tmp_path, label="a+b", opa_bin=opa_bin)
+
+
+def _gzip_of_headers(*infos: tarfile.TarInfo) -> bytes:
+    """A gzip of tar headers whose sizes claim data that is not there (what a bomb's
+    headers look like before its data is unpacked)."""
+    raw = b"".join(info.tobuf(format=tarfile.USTAR_FORMAT) for info in infos)
+    return gzip.compress(raw, mtime=0)
+
+
+class _Zeros(io.RawIOBase):
+    """`size` zero bytes, read in pieces (a bomb's content, never held in memory at once)."""
+
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = min(len(buffer), self.left)
+        buffer[:count] = bytes(count)
+        self.left -= count
+        return count
+
+
+def test_a_bundle_archive_that_unpacks_past_the_limit_is_refused_before_it_is_unpacked(
+    tmp_path: Path,
+) -> None:
+    bomb = tmp_path / "bomb.tar.gz"
+    member = tarfile.TarInfo("data.json")
+    member.size = MAX_UNPACKED_BYTES + 1
+    with (
+        gzip.open(bomb, "wb", compresslevel=1) as packed,
+        tarfile.open(fileobj=packed, mode="w", format=tarfile.USTAR_FORMAT) as tar,
+    ):
+        tar.addfile(member, io.BufferedReader(_Zeros(member.size)))
+    data = bomb.read_bytes()
+    assert len(data) < MAX_UNPACKED_BYTES // 100  # small on the wire
+    with pytest.raises(BundleError):
+        tarball_files(data, "fetched.tar.gz")
+
+
+def test_a_bundle_archive_of_too_many_members_is_refused() -> None:
+    infos = []
+    for index in range(MAX_MEMBERS + 1):
+        info = tarfile.TarInfo(f"m{index}.rego")
+        info.type = tarfile.DIRTYPE  # no data blocks: the headers alone are counted
+        infos.append(info)
+    with pytest.raises(BundleError):
+        tarball_files(_gzip_of_headers(*infos), "fetched.tar.gz")

@@ -55,6 +55,10 @@ DATA_FILE = "data.json"
 LOCK_FORMAT = "engram-policy-bundle-lock/1"
 DEFAULT_LABEL = "engram-default"
 DEFAULT_BUNDLE_DIR = Path(__file__).resolve().parent / "_bundle"
+# A bundle is Rego and compiled YAML: kilobytes to a few megabytes. Far above any real one,
+# far below what would exhaust the service's memory.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+MAX_MEMBERS = 10_000
 
 Progress = Callable[[str], None]
 
@@ -153,13 +157,24 @@ def tarball_files(data: bytes, path: Path | str) -> dict[str, bytes]:
     """`read_tarball` over bytes already read (`path` only names them in errors), so a
     caller can verify and use the very same bytes.
 
+    The archive is read member by member and each header's size is checked before its
+    data is: a fleet's service fetches bundles from the network before it can check their
+    signature (which is inside), so a small gzip that unpacks to gigabytes must be refused
+    on its headers, not after it filled memory.
+
     Raises:
-        BundleError: unreadable archive, or a member path that escapes the bundle.
+        BundleError: unreadable archive, a member path that escapes the bundle, or more
+            than MAX_UNPACKED_BYTES / MAX_MEMBERS unpacked.
     """
     files: dict[str, bytes] = {}
+    unpacked = members = 0
     try:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            for member in tar.getmembers():
+            for member in tar:  # streaming: getmembers() would unpack everything first
+                members += 1
+                unpacked += max(member.size, 0)
+                if unpacked > MAX_UNPACKED_BYTES or members > MAX_MEMBERS:
+                    raise BundleError(f"{path}: bundle archive unpacks to more than allowed")
                 if not member.isfile():
                     continue
                 name = member.name.lstrip("/")
