@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.errors import ConfigurationError, EngramError
 from engram_memory.policy.engine import BundleIdentity, PolicyStale
 
 log = logging.getLogger("engram_memory.policy")
@@ -148,7 +148,9 @@ class SignedRevisionTrust:
             try:
                 published = self._verify(self._fetch())
             except Exception as exc:  # any failure leaves the revision untrusted
-                self._back_off(f"bundle not verified ({type(exc).__name__}: {exc})")
+                # Our own errors carry constant text; anything else is named by type only.
+                why = f": {exc}" if isinstance(exc, EngramError | BundleFetchFailed) else ""
+                self._back_off(f"bundle not verified ({type(exc).__name__}{why})")
                 raise PolicyStale("engine serves a revision that could not be verified") from exc
             # Signed by our key: trustworthy whichever revision it is (OPA may catch up).
             self._trusted[published.revision] = published
