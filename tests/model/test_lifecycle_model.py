@@ -117,7 +117,8 @@ def test_the_model_agrees_with_the_shipped_policy_data(spec: ScopeSpec) -> None:
     assert {human: tuple(held) for human, held in operators.items()} == dict(spec.operators)
     # The caller holds all six tools, and no confirmation is asked of it for capture or
     # admission (withdraw and forget always need one; the machine supplies it).
-    roles = {r for g in workspace["grants"] if g["principal"] == spec.principal for r in g["roles"]}
+    grants = [g for g in workspace["grants"] if g.get("principal") == spec.principal]
+    roles = {role for grant in grants for role in grant["roles"]}
     assert {tool for role in roles for tool in workspace["roles"][role]} == {
         SEARCH,
         GET,
