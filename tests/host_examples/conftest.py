@@ -111,6 +111,10 @@ class InteractiveHost:
                 raise AssertionError(f"host exited:\n{self.stderr()}")
             self._buffer += self._decoder.decode(chunk)
 
+    def exit_code(self, timeout: float = 60.0) -> int:
+        """Wait (bounded) for the host to exit on its own; its exit code."""
+        return self._process.wait(timeout=timeout)
+
     def close(self) -> None:
         """Send `quit` and wait for the host (and a stdio server with it) to exit."""
         with contextlib.suppress(BrokenPipeError, ValueError):
