@@ -247,3 +247,12 @@ def lossy_stdio_host_setup(tmp_path: Path) -> Iterator[HostSetup]:
     failpoint = {ENV_VAR: "drop_response_after_commit:engram_memory_capture"}
     with _host_setup("stdio", tmp_path, failpoint) as setup:
         yield setup
+
+
+@pytest.fixture
+def crashing_stdio_host_setup(tmp_path: Path) -> Iterator[HostSetup]:
+    """A stdio server that SIGKILLs itself right after its first capture commits
+    (test-only failpoint): the answer never comes, the capture is in the store."""
+    failpoint = {ENV_VAR: "kill_after_commit:engram_memory_capture"}
+    with _host_setup("stdio", tmp_path, failpoint) as setup:
+        yield setup

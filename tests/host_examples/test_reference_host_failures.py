@@ -18,14 +18,24 @@ from typing import Any
 import pytest
 
 from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.failpoints import ENV_VAR
 from engram_memory.reference_host import server_env
-from tests.host_examples.conftest import BINDING, HOST_PY, REPO, HostRun, HostSetup, _documents
+from tests.host_examples.conftest import (
+    BINDING,
+    HOST_DIR,
+    HOST_PY,
+    REPO,
+    HostRun,
+    HostSetup,
+    _documents,
+)
 from tests.servers import free_port, http_server
 
 pytestmark = pytest.mark.e2e
 
 TOOL_ERROR, USAGE = 1, 2
 CANNOT_CONNECT, SERVER_EXITED, CONNECTION_LOST = 5, 6, 7
+KILLED_KEY = "capture-" + "5" * 32  # the idempotency key the host retries with
 STDIO_SERVE = ["-m", "engram_memory.cli", "serve", "--transport", "stdio"]
 
 
@@ -164,6 +174,30 @@ def test_the_repl_ends_with_one_line_when_the_server_goes_away(
     lines = stderr.replace("engram> ", "").splitlines()
     assert len(lines) == 1, stderr
     assert json.loads(http_host_setup.config.read_text("utf-8"))["server"]["url"] in lines[0]
+
+
+def test_a_server_killed_under_a_capture_is_one_line_and_the_same_key_gets_the_commit(
+    crashing_stdio_host_setup: HostSetup, tmp_path: Path
+) -> None:
+    setup = crashing_stdio_host_setup
+    capture = tmp_path / "capture.json"
+    arguments = json.loads((HOST_DIR / "capture.json").read_text("utf-8"))
+    capture.write_text(json.dumps({**arguments, "idempotency_key": KILLED_KEY}), "utf-8")
+
+    crashed = setup.run("capture", str(capture))
+    assert crashed.returncode == CONNECTION_LOST
+    assert crashed.documents == []
+    assert "Traceback" not in crashed.stderr
+    # The server's start-up lines were relayed; the host's own answer is the last line.
+    assert not crashed.stderr.splitlines()[-1].startswith("WARNING")
+
+    # As the line says: the capture had committed, and a retry with the same key gets it.
+    server = json.loads(setup.config.read_text("utf-8"))["server"]
+    healthy_env = {name: value for name, value in server["env"].items() if name != ENV_VAR}
+    healthy = setup.with_config("healthy.json", server={**server, "env": healthy_env})
+    retried = healthy.run("capture", str(capture))
+    assert retried.returncode == 0, retried.stderr
+    assert retried.envelope["output"]["value"]["status"] == "duplicate_exact"
 
 
 def repl(running_server: RunningServer, tmp_path: Path, *typed: str) -> HostRun:
