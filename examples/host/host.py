@@ -24,7 +24,8 @@ Results (envelopes) go to stdout as JSON; prompts and notes go to stderr.
 Exit codes: 0 ok, 1 tool error, 2 usage/config error, 3 not approved (nothing sent),
 4 refused by the server at the protocol level (JSON-RPC error: binding or visibility),
 5 cannot connect (nothing sent), 6 the stdio server exited at start-up (e.g. its store is
-held by another server), 7 the connection was lost or a call got no answer in time.
+held by another server), 7 the connection was lost or a call got no answer in time,
+130 interrupted (Ctrl-C).
 Each of 5-7 is one line on stderr naming the problem (engram_memory.connection_failures).
 """
 
@@ -72,6 +73,7 @@ OK, TOOL_ERROR, USAGE, NOT_APPROVED, REFUSED = 0, 1, 2, 3, 4
 # Printed as one line each: nothing sent / the stdio server exited at start-up / the
 # connection failed once made (a mutation under way may have committed).
 UNAVAILABLE = {CannotConnect: 5, ServerExited: 6, ConnectionLost: 7}
+INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 ALWAYS_CONFIRMED = frozenset({"engram_memory_withdraw", "engram_memory_forget"})
 
 # ---------------------------------------------------------------------------- configuration
@@ -164,8 +166,9 @@ def load_config(path: Path, environ: Mapping[str, str]) -> HostConfig:
     variables = {**environ, "CONFIG_DIR": str(path.resolve().parent)}
     try:
         return HostConfig.model_validate(_substitute(raw, variables))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    except ValidationError as exc:  # one line: `field.path: message; ...`
+        problems = [f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"{path}: {'; '.join(problems)}") from exc
 
 
 def binding_of(config: HostConfig) -> Binding:
@@ -455,7 +458,11 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     except ConfigError as exc:
         print(f"host config error: {exc}", file=sys.stderr)
         return USAGE
-    return anyio.run(run_host, config, options.command)
+    try:
+        return anyio.run(run_host, config, options.command)
+    except KeyboardInterrupt:  # Ctrl-C; the SDK has stopped a stdio server on the way out
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -110,6 +111,10 @@ class InteractiveHost:
             if not chunk:
                 raise AssertionError(f"host exited:\n{self.stderr()}")
             self._buffer += self._decoder.decode(chunk)
+
+    def interrupt(self) -> None:
+        """What Ctrl-C at the terminal does to the host."""
+        self._process.send_signal(signal.SIGINT)
 
     def exit_code(self, timeout: float = 60.0) -> int:
         """Wait (bounded) for the host to exit on its own; its exit code."""

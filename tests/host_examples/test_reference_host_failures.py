@@ -27,6 +27,7 @@ from tests.host_examples.conftest import (
     REPO,
     HostRun,
     HostSetup,
+    InteractiveHost,
     _documents,
 )
 from tests.servers import free_port, http_server
@@ -34,7 +35,7 @@ from tests.servers import free_port, http_server
 pytestmark = pytest.mark.e2e
 
 TOOL_ERROR, USAGE = 1, 2
-CANNOT_CONNECT, SERVER_EXITED, CONNECTION_LOST = 5, 6, 7
+CANNOT_CONNECT, SERVER_EXITED, CONNECTION_LOST, INTERRUPTED = 5, 6, 7, 130
 KILLED_KEY = "capture-" + "5" * 32  # the idempotency key the host retries with
 STDIO_SERVE = ["-m", "engram_memory.cli", "serve", "--transport", "stdio"]
 
@@ -59,15 +60,10 @@ def running_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running
         yield RunningServer(process, url, env, home / "data", signing_key)
 
 
-def run_host(
-    tmp_path: Path,
-    signing_key: Path,
-    server: dict[str, Any],
-    *command: str,
-    answers: str = "",
-    timeout_seconds: float = 60,
-) -> HostRun:
-    """One host run with `server` as its config's `server` block; `answers` is its stdin."""
+def write_config(
+    tmp_path: Path, signing_key: Path, server: dict[str, Any], timeout_seconds: float = 60
+) -> Path:
+    """A host config with `server` as its `server` block."""
     config = {
         "server": server,
         "signing_key": str(signing_key),
@@ -77,6 +73,19 @@ def run_host(
     }
     path = tmp_path / "host.json"
     path.write_text(json.dumps(config), "utf-8")
+    return path
+
+
+def run_host(
+    tmp_path: Path,
+    signing_key: Path,
+    server: dict[str, Any],
+    *command: str,
+    answers: str = "",
+    timeout_seconds: float = 60,
+) -> HostRun:
+    """One host run with `server` as its config's `server` block; `answers` is its stdin."""
+    path = write_config(tmp_path, signing_key, server, timeout_seconds)
     completed = subprocess.run(
         [sys.executable, str(HOST_PY), "--config", str(path), *command],
         input=answers,
@@ -232,3 +241,18 @@ def test_repl_leaves_with_0_after_a_failed_command(
     run = repl(running_server, tmp_path, "get mem_unknown", *([last] if last else []))
     assert run.returncode == 0, run.stderr
     assert run.envelope["error"]["code"] == "NOT_FOUND"  # the failure was printed, then 0
+
+
+def test_ctrl_c_in_the_repl_exits_130_without_a_traceback(
+    running_server: RunningServer, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, running_server.signing_key, {"url": running_server.url})
+    host = InteractiveHost([sys.executable, str(HOST_PY), "--config", str(config), "repl"])
+    try:
+        host.type("list")
+        assert "engram_memory_search" in host.read_document()  # waiting at the prompt now
+        host.interrupt()
+        assert host.exit_code() == INTERRUPTED
+        assert "Traceback" not in host.stderr()
+    finally:
+        host.close()
