@@ -202,7 +202,8 @@ def _explain_mcp_error(
     if error.code == CONNECTION_CLOSED and stdio:
         said = words or f"{where} gave no reason on stderr"
         if not connected:
-            hint = f" — {_HELD_HINT}" if "held by another process" in said else ""
+            held = "held by another" in said or "in use" in said
+            hint = f" — {_HELD_HINT}" if held else ""
             return ServerExited(f"the server exited at start-up: {said}{hint}")
         return ConnectionLost(f"the server exited: {said}; {_RETRY_HINT}")
     if error.code == CONNECTION_CLOSED:
