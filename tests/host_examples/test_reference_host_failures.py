@@ -150,6 +150,30 @@ def test_a_running_server_reached_the_wrong_way_is_one_line(
     assert url in one_line(run)
 
 
+def test_a_host_name_that_does_not_resolve_is_one_line(tmp_path: Path) -> None:
+    _, signing_key, _ = init_host_dir(tmp_path / "secrets")
+    url = "http://engram-memory.invalid/mcp"  # .invalid never resolves (RFC 2606)
+    run = run_host(tmp_path, signing_key, {"url": url}, "list")
+    assert run.returncode == CANNOT_CONNECT
+    assert url in one_line(run)
+
+
+def test_a_call_without_an_answer_in_time_is_one_line_after_the_key(tmp_path: Path) -> None:
+    """The server holds the capture before its commit (test-only failpoint) longer than the
+    host waits: exit 7, and the last line (after the idempotency key) says so."""
+    root_key, signing_key, public_keys = init_host_dir(tmp_path / "secrets")
+    pause = {ENV_VAR: "pause_before_commit:engram_memory_capture"}
+    env = server_env(tmp_path / "data", root_key, public_keys, **pause)
+    with http_server(env, stderr=subprocess.DEVNULL) as (_, url):
+        capture = str(HOST_DIR / "capture.json")
+        run = run_host(tmp_path, signing_key, {"url": url}, "capture", capture, timeout_seconds=5)
+    assert run.returncode == CONNECTION_LOST
+    assert "Traceback" not in run.stderr
+    key_note, failure = run.stderr.splitlines()
+    assert key_note.startswith("idempotency_key: ")
+    assert url in failure
+
+
 def test_a_server_command_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
     _, signing_key, _ = init_host_dir(tmp_path / "secrets")
     missing = str(tmp_path / "bin" / "engram-memory")
