@@ -22,13 +22,18 @@ Usage:
 
 Results (envelopes) go to stdout as JSON; prompts and notes go to stderr.
 Exit codes: 0 ok, 1 tool error, 2 usage/config error, 3 not approved (nothing sent),
-4 refused by the server at the protocol level (JSON-RPC error: binding or visibility).
+4 refused by the server at the protocol level (JSON-RPC error: binding or visibility),
+5 cannot connect (nothing sent), 6 the stdio server exited at start-up (e.g. its store is
+held by another server), 7 the connection was lost or a call got no answer in time,
+130 interrupted (Ctrl-C).
+Each of 5-7 is one line on stderr naming the problem (engram_memory.connection_failures).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shlex
 import string
@@ -36,15 +41,24 @@ import sys
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import anyio
 import yaml
 from mcp import MCPError, StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from engram_memory.connection_failures import (
+    CannotConnect,
+    ConnectionLost,
+    ServerExited,
+    ServerUnavailable,
+    connect_explained,
+    is_transport_failure,
+)
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
+from engram_memory.contract.errors import ConfigurationError
 from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import (
@@ -53,10 +67,13 @@ from engram_memory.reference_host import (
     CallOutcome,
     ConfirmationPrompt,
     ReferenceHost,
-    connect,
 )
 
 OK, TOOL_ERROR, USAGE, NOT_APPROVED, REFUSED = 0, 1, 2, 3, 4
+# Printed as one line each: nothing sent / the stdio server exited at start-up / the
+# connection failed once made (a mutation under way may have committed).
+UNAVAILABLE = {CannotConnect: 5, ServerExited: 6, ConnectionLost: 7}
+INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 ALWAYS_CONFIRMED = frozenset({"engram_memory_withdraw", "engram_memory_forget"})
 
 # ---------------------------------------------------------------------------- configuration
@@ -79,6 +96,8 @@ class ServerConfig(_Closed):
     def _one_transport(self) -> ServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("server needs exactly one of `command` (stdio) or `url` (HTTP)")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("server.url must start with http:// or https://")
         return self
 
 
@@ -114,6 +133,8 @@ class HostConfig(_Closed):
     # withdraw and forget, which always are: e.g. capture and admission for a new hire.
     confirm_tools: list[str] = Field(default_factory=list)
     retries: int = Field(default=2, ge=0, le=10)
+    # How long to wait for the server to start (stdio) or connect, and for each answer.
+    timeout_seconds: float = Field(default=60, gt=0, le=3600)
     retry_backoff_seconds: float = Field(default=0.5, ge=0)
 
 
@@ -145,8 +166,9 @@ def load_config(path: Path, environ: Mapping[str, str]) -> HostConfig:
     variables = {**environ, "CONFIG_DIR": str(path.resolve().parent)}
     try:
         return HostConfig.model_validate(_substitute(raw, variables))
-    except ValidationError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    except ValidationError as exc:  # one line: `field.path: message; ...`
+        problems = [f"{'.'.join(map(str, e['loc'])) or '-'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"{path}: {'; '.join(problems)}") from exc
 
 
 def binding_of(config: HostConfig) -> Binding:
@@ -204,8 +226,30 @@ def terminal_approver(config: HostConfig, stdin: TextIO, stderr: TextIO) -> Appr
 # ------------------------------------------------------------------------------- commands
 
 
+# The REPL's `help`: one line per command.
+COMMANDS = {
+    "list": "list                             the tools this binding may see",
+    "search": "search QUERY [--limit N]         search admitted memories for the bound purpose",
+    "get": "get RECORD_ID                    read one memory",
+    "capture": "capture FILE.json                propose a memory from capture arguments",
+    "admit": "admit CANDIDATE_ID [--key KEY]   ask the admission policy to admit a candidate",
+    "withdraw": "withdraw CANDIDATE_ID [--key KEY] [--reason REF]   asks you first",
+    "forget": "forget RECORD_ID [--key KEY] [--reason REF]        asks you first",
+    "help": "help, ?                          this list",
+    "quit": "quit, exit                       leave (so does end of input)",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises instead of printing the usage and exiting, so that the REPL answers a mistyped
+    command in one line and goes on."""
+
+    def error(self, message: str) -> NoReturn:
+        raise argparse.ArgumentError(None, message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="host.py", add_help=False, exit_on_error=False)
+    parser = _Parser(prog="host.py", add_help=False, exit_on_error=False)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list")
     search = sub.add_parser("search")
@@ -244,6 +288,8 @@ class HostCommands:
         try:
             return await self._run(args)
         except MCPError as refused:
+            if is_transport_failure(refused):
+                raise  # connect_explained reports it in one line
             # Binding missing/unverifiable or tool not visible: stop, tell the operator.
             print(f"refused by the server: {refused.code} {refused.message}", file=sys.stderr)
             return REFUSED
@@ -329,26 +375,33 @@ def _key(args: argparse.Namespace) -> str:
 
 
 async def repl(commands: HostCommands, parser: argparse.ArgumentParser, stdin: TextIO) -> int:
-    """One command per line until `quit` or end of input; returns the last status."""
-    status = OK
+    """One command per line; `quit`, `exit` or end of input leaves with 0. A command that
+    fails prints its line and the REPL goes on; a lost connection ends it (ConnectionLost).
+    """
     while True:
         print("engram> ", end="", file=sys.stderr, flush=True)
         line = await anyio.to_thread.run_sync(stdin.readline)
         if not line:
-            return status
-        if not line.strip():
-            continue
+            return OK  # end of input
         try:
-            args = parser.parse_args(shlex.split(line))
-        except (argparse.ArgumentError, SystemExit, ValueError) as exc:
-            print(f"usage error: {exc}", file=sys.stderr)
-            status = USAGE
+            words = shlex.split(line)
+        except ValueError as exc:  # e.g. an unclosed quote
+            print(f"cannot read that line: {exc}", file=sys.stderr)
             continue
-        if args.command == "quit":
-            return status
-        if args.command == "repl":
-            continue
-        status = await commands.run(args)
+        name = words[0] if words else ""
+        if name in ("quit", "exit"):
+            return OK
+        if name in ("help", "?"):
+            print("\n".join(COMMANDS.values()), file=sys.stderr)
+        elif name and name not in COMMANDS:
+            print(f"unknown command {name!r}: type `help` for the list", file=sys.stderr)
+        elif name:
+            try:
+                args = parser.parse_args(words)
+            except (argparse.ArgumentError, SystemExit) as exc:
+                print(f"{exc}; usage: {COMMANDS[name].split('  ')[0]}", file=sys.stderr)
+                continue
+            await commands.run(args)
 
 
 async def run_host(
@@ -369,13 +422,26 @@ async def run_host(
         return USAGE
     if args.command == "quit":
         return OK
-    signer = HostSigningKey.from_pem_file(Path(config.signing_key))
+    try:
+        signer = HostSigningKey.from_pem_file(Path(config.signing_key))
+    except ConfigurationError as exc:
+        print(f"host config error: {exc}", file=sys.stderr)
+        return USAGE
     approver = approve or terminal_approver(config, stdin, sys.stderr)
-    async with connect(server_of(config), signer, binding_of(config)) as host:
-        commands = HostCommands(host, config, approver, out)
-        if args.command == "repl":
-            return await repl(commands, parser, stdin)
-        return await commands.run(args)
+    server, timeout = server_of(config), config.timeout_seconds
+    try:
+        # The stdio server's own stderr is relayed once it has started; a failure to connect
+        # or to stay connected is one line naming the problem, never a traceback.
+        async with connect_explained(
+            server, signer, binding_of(config), timeout_s=timeout, relay=sys.stderr
+        ) as host:
+            commands = HostCommands(host, config, approver, out)
+            if args.command == "repl":
+                return await repl(commands, parser, stdin)
+            return await commands.run(args)
+    except ServerUnavailable as failure:
+        print(failure, file=sys.stderr)
+        return UNAVAILABLE[type(failure)]
 
 
 def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
@@ -385,12 +451,18 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     top.add_argument("--config", required=True, type=Path, help="host config (YAML or JSON)")
     top.add_argument("command", nargs=argparse.REMAINDER)
     options = top.parse_args(argv)
+    # The SDK logs a server's stray output with a traceback; failures are reported above.
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
     try:
         config = load_config(options.config, os.environ if environ is None else environ)
     except ConfigError as exc:
         print(f"host config error: {exc}", file=sys.stderr)
         return USAGE
-    return anyio.run(run_host, config, options.command)
+    try:
+        return anyio.run(run_host, config, options.command)
+    except KeyboardInterrupt:  # Ctrl-C; the SDK has stopped a stdio server on the way out
+        print("interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -110,6 +111,14 @@ class InteractiveHost:
             if not chunk:
                 raise AssertionError(f"host exited:\n{self.stderr()}")
             self._buffer += self._decoder.decode(chunk)
+
+    def interrupt(self) -> None:
+        """What Ctrl-C at the terminal does to the host."""
+        self._process.send_signal(signal.SIGINT)
+
+    def exit_code(self, timeout: float = 60.0) -> int:
+        """Wait (bounded) for the host to exit on its own; its exit code."""
+        return self._process.wait(timeout=timeout)
 
     def close(self) -> None:
         """Send `quit` and wait for the host (and a stdio server with it) to exit."""
@@ -241,5 +250,14 @@ def http_host_setup(tmp_path: Path) -> Iterator[HostSetup]:
 def lossy_stdio_host_setup(tmp_path: Path) -> Iterator[HostSetup]:
     """A stdio server whose first committed capture answer is lost (test-only failpoint)."""
     failpoint = {ENV_VAR: "drop_response_after_commit:engram_memory_capture"}
+    with _host_setup("stdio", tmp_path, failpoint) as setup:
+        yield setup
+
+
+@pytest.fixture
+def crashing_stdio_host_setup(tmp_path: Path) -> Iterator[HostSetup]:
+    """A stdio server that SIGKILLs itself right after its first capture commits
+    (test-only failpoint): the answer never comes, the capture is in the store."""
+    failpoint = {ENV_VAR: "kill_after_commit:engram_memory_capture"}
     with _host_setup("stdio", tmp_path, failpoint) as setup:
         yield setup
