@@ -167,7 +167,7 @@ class _Gateway:
         if purpose is None:
             self._record("caller_refused", reason="purpose_not_allowed", caller=caller, tool=tool)
             raise _context_unavailable()
-        meta: dict[str, Any] = {INVOCATION_META_KEY: self._invocation(caller, purpose)}
+        confirmation: str | None = None
         if tool in self.confirmed:
             pending = self._pending(tool, arguments, caller)
             # Arguments that cannot even be normalized fail the upstream's schema check,
@@ -176,7 +176,11 @@ class _Gateway:
                 outcome = await self._confirm(ctx, params, pending)
                 if isinstance(outcome, types.InputRequiredResult | types.CallToolResult):
                     return outcome
-                meta[CONFIRMATION_META_KEY] = outcome
+                confirmation = outcome
+        # Minted once the human answered: a slow answer must not outlive the token.
+        meta: dict[str, Any] = {INVOCATION_META_KEY: self._invocation(caller, purpose)}
+        if confirmation is not None:
+            meta[CONFIRMATION_META_KEY] = confirmation
         try:
             return await self.upstream.call_tool(tool, arguments, meta)
         except UpstreamUnavailable as failure:
