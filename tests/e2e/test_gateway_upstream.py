@@ -18,6 +18,7 @@ import pytest
 from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
+from engram_memory.contract.errors import ErrorCode
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import ENV_VAR
 from engram_memory.store.database import DATABASE_FILE
@@ -100,7 +101,11 @@ async def test_an_unreachable_upstream_is_store_unavailable_and_nothing_else(
     async with gateway_client(setup, elicit=_accept) as client:
         with pytest.raises(MCPError) as caught:
             await client.list_tools()
-        assert caught.value.error.code == -32000
+        # Retriable (JSON-RPC's server error range), with the contract's constant message.
+        assert (caught.value.error.code, caught.value.error.message) == (
+            -32000,
+            ErrorCode.STORE_UNAVAILABLE.message,
+        )
         for tool, arguments in (
             (CAPTURE, demo_capture_arguments("Never stored.", key("cap"))),
             ("engram_memory_forget", forget_arguments("mem_" + "a" * 52)),
