@@ -267,13 +267,21 @@ def test_a_bad_configuration_exits_2_with_one_located_line_per_problem(tmp_path:
     assert f"{config}:3: stdio.tenant: " in result.stderr
 
 
-def test_an_unreadable_signing_key_or_unwritable_audit_log_exits_2(
+def test_an_unreadable_signing_key_missing_upstream_program_or_unwritable_audit_log_exits_2(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
     setup = write_setup(tmp_path, host_secrets)
     no_key = setup.config.read_text(encoding="utf-8").replace(str(host_secrets[1]), "missing.pem")
     setup.config.write_text(no_key, encoding="utf-8")
     result = _gateway_run("--config", str(setup.config))
+    assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
+    setup = write_setup(tmp_path, host_secrets)
+    no_program = setup.config.read_text(encoding="utf-8").replace(
+        f"- {SERVE_STDIO[0]}", "- /nonexistent/engram-memory"
+    )
+    assert no_program != setup.config.read_text(encoding="utf-8")
+    setup.config.write_text(no_program, encoding="utf-8")
+    result = _gateway_run("--config", str(setup.config), "--check")
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
     setup = write_setup(tmp_path, host_secrets)
     no_log = setup.config.read_text(encoding="utf-8").replace(
