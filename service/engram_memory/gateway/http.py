@@ -22,17 +22,15 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
 from urllib.parse import urlparse
 
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
-from engram_memory.gateway.config import GatewayConfig, HttpBinding
+from engram_memory.gateway.config import ClaimMapping, GatewayConfig, HttpBinding
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.oauth import (
     ClaimSource,
@@ -48,31 +46,23 @@ from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSe
 from engram_memory.stopping import GracefulStop
 
 
+def _source(mapping: ClaimMapping) -> ClaimSource:
+    return ClaimSource(claim=mapping.claim, value=mapping.value, prefix=mapping.prefix)
+
+
 def token_rules(http: HttpBinding) -> TokenRules:
     """The verifier's rules from the configuration's `http:` section."""
-
-    def source(mapping: Any) -> ClaimSource | None:
-        if mapping is None:
-            return None
-        return ClaimSource(claim=mapping.claim, value=mapping.value, prefix=mapping.prefix)
-
     claims = http.claims
-    principal, tenant, workspace = (
-        source(claims.principal),
-        source(claims.tenant),
-        source(claims.workspace),
-    )
-    assert principal is not None and tenant is not None and workspace is not None
     return TokenRules(
         issuer=http.issuer,
         audience=http.effective_audience,
         algorithms=tuple(http.algorithms),
         scopes=tuple(ServedScope(s.tenant, s.workspace, tuple(s.purposes)) for s in http.scopes),
-        principal=principal,
-        tenant=tenant,
-        workspace=workspace,
-        groups=source(claims.groups),
-        agent=source(claims.agent),
+        principal=_source(claims.principal),
+        tenant=_source(claims.tenant),
+        workspace=_source(claims.workspace),
+        groups=None if claims.groups is None else _source(claims.groups),
+        agent=None if claims.agent is None else _source(claims.agent),
         required_scopes=tuple(http.required_scopes),
     )
 
@@ -134,12 +124,17 @@ def gateway_app(
             allowed_hosts=list(settings.allowed_hosts),
             allowed_origins=list(settings.allowed_origins),
         ),
-        auth=AuthSettings(
-            issuer_url=AnyHttpUrl(http.issuer),
-            resource_server_url=AnyHttpUrl(http.resource),
-            required_scopes=list(http.required_scopes) or None,
-            # The verifier checks `aud` itself (exact member, the configured audience).
-            validate_token_resource=False,
+        # Validated from strings: the settings keep a path-less URL as written, where
+        # AnyHttpUrl() would add a "/" and the metadata would name another issuer (RFC 8414
+        # compares issuers as exact strings).
+        auth=AuthSettings.model_validate(
+            {
+                "issuer_url": http.issuer,
+                "resource_server_url": http.resource,
+                "required_scopes": list(http.required_scopes) or None,
+                # The verifier checks `aud` itself (exact member, the configured audience).
+                "validate_token_resource": False,
+            }
         ),
         token_verifier=verifier,
     )
@@ -187,9 +182,7 @@ def run_http(config: GatewayConfig, upstream: Upstream, audit: GatewayAudit) -> 
         app = gateway_app(config, upstream, audit, settings)
         guarded = HealthProbe(AdmitWhileServing(app, stop), stop)
         port = int(sock.getsockname()[1])
-        serve_asgi(guarded, settings, port, stop, endpoint_path(http.resource)).run(
-            sockets=[sock]
-        )
+        serve_asgi(guarded, settings, port, stop, endpoint_path(http.resource)).run(sockets=[sock])
     finally:
         sock.close()
     return 0

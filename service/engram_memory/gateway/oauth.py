@@ -335,25 +335,34 @@ def _token_scopes(claims: Mapping[str, Any]) -> list[str]:
 
 
 def caller_of(ctx: ServerRequestContext[Any]) -> Caller:
-    """The Caller of an HTTP request: the verified token's binding on this MCP session.
+    """The Caller of an HTTP request: the verified token's binding, on the request's session.
+
+    The session is the MCP session (`session:<Mcp-Session-Id>`) on a handshake-era
+    connection. The 2026 protocol era has no sessions over HTTP; there a call's session is
+    its bearer token (`session:bearer-<first 32 hex of the token's sha256>`): stable for the
+    token's lifetime, so a confirmation and the call it releases share it, and no token text.
 
     Raises:
-        CallerUnavailable: no verified gateway token on the request, or no MCP session id.
+        CallerUnavailable: no verified gateway token on the request.
     """
     request = ctx.request
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     token = user.access_token if isinstance(user, AuthenticatedUser) else None
-    headers = getattr(request, "headers", None)
-    session = headers.get("mcp-session-id") if headers is not None else None
-    if not isinstance(token, GatewayAccessToken) or not isinstance(session, str) or not session:
+    if not isinstance(token, GatewayAccessToken):
         raise CallerUnavailable
+    headers = getattr(request, "headers", None)
+    mcp_session = headers.get("mcp-session-id") if headers is not None else None
+    if isinstance(mcp_session, str) and mcp_session:
+        session = f"session:{mcp_session}"
+    else:
+        session = "session:bearer-" + token.token.removeprefix("sha256:")[:32]
     return Caller(
         tenant=token.tenant,
         workspace=token.workspace,
         principal=token.principal,
         agent_id=token.agent_id,
-        session=f"session:{session}",
+        session=session,
         approver=token.approver,
         purposes=token.purposes,
         groups=token.groups,
