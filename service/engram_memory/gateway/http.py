@@ -24,6 +24,7 @@ import sys
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
 
+import anyio
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -142,14 +143,20 @@ def gateway_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(asgi: Starlette) -> AsyncIterator[None]:
-        async with upstream, sdk_lifespan(asgi):
-            # Start the upstream now; a failure shows on the first call (and is retried).
-            with contextlib.suppress(UpstreamUnavailable):
-                await upstream.connect()
+        async with upstream, sdk_lifespan(asgi), anyio.create_task_group() as group:
+            # The upstream starts while the first clients connect; a failure shows on the
+            # first call (and is retried there), as in stdio mode.
+            group.start_soon(_warm_up, upstream)
             yield
+            group.cancel_scope.cancel()
 
     app.router.lifespan_context = lifespan
     return app
+
+
+async def _warm_up(upstream: Upstream) -> None:
+    with contextlib.suppress(UpstreamUnavailable):
+        await upstream.connect()
 
 
 def run_http(config: GatewayConfig, upstream: Upstream, audit: GatewayAudit) -> int:
