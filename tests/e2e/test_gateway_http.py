@@ -359,3 +359,25 @@ async def test_forget_is_sent_only_after_the_human_accepts_and_names_them_approv
     # The decline sent nothing: the store saw one forget, released by alice.
     assert len(forgets) == 1
     assert forgets[0][2] == "human:alice"
+
+
+def test_another_members_token_cannot_ride_an_open_session(team: TeamGateway) -> None:
+    opened = post_initialize(team, team.issuer.mint("alice"))
+    assert opened.status_code == 200
+    session = opened.headers["mcp-session-id"]
+    list_tools = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    headers = {
+        "Accept": MCP_ACCEPT,
+        "Mcp-Session-Id": session,
+        "Mcp-Protocol-Version": "2025-06-18",
+        "Authorization": f"Bearer {team.issuer.mint('bob')}",
+    }
+    hijack = httpx.post(team.resource, json=list_tools, headers=headers, timeout=10)
+    assert hijack.status_code == 404  # as if the session did not exist
+
+
+def test_a_stop_while_the_upstream_is_still_starting_exits_cleanly(tmp_path: Path) -> None:
+    # SIGTERM right after the gateway listens: the upstream child is still starting. The
+    # gateway must end it and exit 0, not wait on a connection nobody will use.
+    with team_gateway(tmp_path) as gateway:
+        assert gateway.stop() == 0

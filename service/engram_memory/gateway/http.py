@@ -46,6 +46,9 @@ from engram_memory.http_serving import AdmitWhileServing, HealthProbe, listen, s
 from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSettings, is_loopback
 from engram_memory.stopping import GracefulStop
 
+# How long a stopping gateway lets the upstream connection close on its own.
+UPSTREAM_CLOSE_S = 5.0
+
 
 def _source(mapping: ClaimMapping) -> ClaimSource:
     return ClaimSource(claim=mapping.claim, value=mapping.value, prefix=mapping.prefix)
@@ -143,12 +146,18 @@ def gateway_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(asgi: Starlette) -> AsyncIterator[None]:
-        async with upstream, sdk_lifespan(asgi), anyio.create_task_group() as group:
-            # The upstream starts while the first clients connect; a failure shows on the
-            # first call (and is retried there), as in stdio mode.
-            group.start_soon(_warm_up, upstream)
-            yield
-            group.cancel_scope.cancel()
+        # The deadline is set once serving ended: a stop during the upstream's own start-up
+        # must not wait for it to finish starting; past the bound, closing it is cancelled
+        # (which ends the child).
+        with anyio.CancelScope() as closing:
+            async with upstream:
+                async with sdk_lifespan(asgi), anyio.create_task_group() as group:
+                    # The upstream starts while the first clients connect; a failure shows
+                    # on the first call (and is retried there), as in stdio mode.
+                    group.start_soon(_warm_up, upstream)
+                    yield
+                    group.cancel_scope.cancel()
+                closing.deadline = anyio.current_time() + UPSTREAM_CLOSE_S
 
     app.router.lifespan_context = lifespan
     return app
