@@ -31,16 +31,21 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.reference_host import server_env, wait_until_listening
 from engram_memory.store.database import DATABASE_FILE
+from tests.e2e.gateway_support import (
+    PURPOSE,
+    SERVE_STDIO,
+    code,
+    forget_arguments,
+    remembered,
+    value,
+)
 from tests.gateway.token_issuer import OMIT, TokenIssuer
 from tests.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
-PURPOSE = "purpose:support-case"
-SERVE_STDIO = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "stdio"]
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -147,10 +152,6 @@ def foreign() -> Iterator[TokenIssuer]:
     issuer.close()
 
 
-def key(label: str) -> str:
-    return f"{label}-{uuid.uuid4().hex}"
-
-
 class Human:
     """The person behind the client: answers every confirmation the same way and keeps
     what they were shown."""
@@ -177,36 +178,6 @@ async def member(
     transport = streamable_http_client(gateway.resource, http_client=http)
     async with Client(transport, mode=mode, elicitation_callback=elicit, cache=None) as client:
         yield client
-
-
-def envelope(result: types.CallToolResult) -> dict[str, Any]:
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-def value(result: types.CallToolResult) -> dict[str, Any]:
-    body = envelope(result)
-    assert body["ok"] is True, body
-    output: dict[str, Any] = body["output"]["value"]
-    return output
-
-
-async def remembered(client: Client, text: str) -> str:
-    captured = value(
-        await client.call_tool("engram_memory_capture", demo_capture_arguments(text, key("cap")))
-    )
-    admitted = value(
-        await client.call_tool(
-            "engram_memory_request_admission",
-            {"candidate_id": captured["candidate_id"], "idempotency_key": key("adm")},
-        )
-    )
-    record_id: str = admitted["outcome"]["record_id"]
-    return record_id
-
-
-def forget_arguments(record_id: str) -> dict[str, Any]:
-    return {"record_id": record_id, "idempotency_key": key("fgt"), "reason_ref": "reason:request"}
 
 
 def post_initialize(gateway: TeamGateway, token: str | None) -> httpx.Response:
@@ -344,8 +315,8 @@ async def test_forget_is_sent_only_after_the_human_accepts_and_names_them_approv
         async with member(gateway, token, elicit=no) as client:
             record_id = await remembered(client, "Forget me if a human says so.")
             arguments = forget_arguments(record_id)
-            declined = envelope(await client.call_tool("engram_memory_forget", arguments))
-            assert declined["error"]["code"] == "gate_failed"
+            declined = await client.call_tool("engram_memory_forget", arguments)
+            assert code(declined) == "gate_failed"
         assert gateway.gateway_audit()[-1]["reason"] == "declined"
         async with member(gateway, token, elicit=yes) as client:
             forgotten = await client.call_tool("engram_memory_forget", forget_arguments(record_id))
