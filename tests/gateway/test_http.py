@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.cli import main
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import GatewayConfig, load_gateway_config
@@ -74,11 +75,14 @@ def test_listening_off_loopback_without_allowed_hosts_refuses_to_start(
     assert exposed.http is not None
     with pytest.raises(ConfigurationError):
         http_settings(exposed.http)
+    # `--check` says so too, before anything would start.
+    assert main(["gateway", "--config", str(tmp_path / "team.yaml"), "--check"]) == 2
     named = team_config(
         tmp_path, issuer, listen={"host": "192.0.2.10"}, allowed_hosts=["memory.example.com"]
     )
     assert named.http is not None
     assert http_settings(named.http).allowed_hosts == ("memory.example.com",)
+    assert main(["gateway", "--config", str(tmp_path / "team.yaml"), "--check"]) == 0
 
 
 async def test_a_token_lacking_a_required_scope_is_403_insufficient_scope_and_audited(
