@@ -158,6 +158,7 @@ def gateway_app(
                     yield
                     group.cancel_scope.cancel()
                 closing.deadline = anyio.current_time() + UPSTREAM_CLOSE_S
+        verifier.flush_refusals()
 
     app.router.lifespan_context = lifespan
     return app

@@ -51,6 +51,7 @@ from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
 from engram_memory.gateway.audit_log import GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
 from engram_memory.gateway.jwks import JwksCache, JwksUnavailable, SigningKey, UnknownKey
+from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.gateway.token_cache import TokenCache
 from engram_memory.host.confirmation import check_approver
 from engram_memory.host.tokens import TokenInvalid
@@ -142,9 +143,11 @@ class JwtVerifier:
         keys: JwksCache,
         audit: RefusalLog,
         accepted: TokenCache[GatewayAccessToken] | None = None,
+        flood: RefusalFlood | None = None,
     ) -> None:
         self._rules, self._keys, self._audit = rules, keys, audit
         self._accepted = accepted if accepted is not None else TokenCache()
+        self._flood = flood if flood is not None else RefusalFlood()
         self._algorithms = frozenset(a for a in rules.algorithms if not _NEVER.match(a))
         self._served = {(s.tenant, s.workspace): s for s in rules.scopes}
 
@@ -173,14 +176,25 @@ class JwtVerifier:
         return access
 
     async def _refuse(self, refused: _Refused) -> None:
-        # The entry is fsynced: in a worker thread, so a storm of bad tokens does not stall
-        # the event loop that serves everyone else (the log serializes its writers).
-        def write() -> None:
-            self._audit.record("token_refused", reason=refused.reason, detail=refused.detail)
+        written, summaries = self._flood.admit(refused.reason)
+        entries = [(summary.reason, summary.detail) for summary in summaries]
+        if written:
+            entries.append((refused.reason, refused.detail))
+        if entries:
+            # Each entry is fsynced: in a worker thread, so bad tokens do not stall the
+            # event loop that serves everyone else (the log serializes its writers).
+            await anyio.to_thread.run_sync(self._write, entries)
 
-        with contextlib.suppress(GatewayAuditUnavailable):
-            # Refused either way; a log that cannot be written fails the calls that need it.
-            await anyio.to_thread.run_sync(write)
+    def flush_refusals(self) -> None:
+        """Write the summaries of every open refusal window (when the gateway stops)."""
+        self._write([(summary.reason, summary.detail) for summary in self._flood.ended()])
+
+    def _write(self, entries: list[tuple[str, Mapping[str, str]]]) -> None:
+        for reason, detail in entries:
+            with contextlib.suppress(GatewayAuditUnavailable):
+                # Refused either way; a log that cannot be written fails the calls that
+                # need it.
+                self._audit.record("token_refused", reason=reason, detail=detail)
 
     async def _verified_claims(self, token: str) -> dict[str, Any]:
         if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
