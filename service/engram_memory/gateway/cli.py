@@ -11,8 +11,12 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram_memory.contract.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from engram_memory.gateway.config import GatewayConfig
 
 EXIT_OK = 0
 EXIT_AUDIT_BROKEN = 1
@@ -97,13 +101,11 @@ def run(args: argparse.Namespace) -> int:
     return _serve(config)
 
 
-def _serve(config: object) -> int:
+def _serve(config: GatewayConfig) -> int:
     import anyio
 
     from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
-    from engram_memory.gateway.config import GatewayConfig
 
-    assert isinstance(config, GatewayConfig)
     try:
         audit = GatewayAudit.open(config.audit_log, config.host_id)
     except GatewayAuditUnavailable as exc:
@@ -112,6 +114,8 @@ def _serve(config: object) -> int:
         if config.mode == "stdio":
             from engram_memory.gateway.stdio import serve_stdio
 
+            # SIGTERM keeps its default (the process ends at once): every audit line is
+            # already fsynced, and the child, its stdin closed with us, stops gracefully.
             with contextlib.suppress(KeyboardInterrupt):
                 anyio.run(serve_stdio, config, audit)
             return EXIT_OK
