@@ -352,3 +352,22 @@ def test_a_stop_while_the_upstream_is_still_starting_exits_cleanly(tmp_path: Pat
     # gateway must end it and exit 0, not wait on a connection nobody will use.
     with team_gateway(tmp_path) as gateway:
         assert gateway.stop() == 0
+
+
+async def test_a_2026_era_client_confirms_a_forget_through_input_required(
+    team: TeamGateway,
+) -> None:
+    # No MCP session over HTTP in this era: the sealed request state binds the session the
+    # gateway derives from the bearer token, which the retry carries again.
+    token = team.issuer.mint("alice")
+    yes = Human("accept")
+    async with member(team, token, mode="auto", elicit=yes) as client:
+        record_id = await remembered(client, "Forget me in the new protocol era.")
+        value(await client.call_tool("engram_memory_forget", forget_arguments(record_id)))
+    assert len(yes.shown) == 1
+    last = team.gateway_audit()[-1]
+    assert (last["event"], last["reason"], last["target"]) == (
+        "confirmation",
+        "accepted",
+        record_id,
+    )
