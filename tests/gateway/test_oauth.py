@@ -3,13 +3,9 @@ JWKS over HTTP, the real gateway audit log."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from engram_memory.gateway.audit_log import GatewayAudit
@@ -22,7 +18,7 @@ from engram_memory.gateway.oauth import (
     TokenRules,
 )
 from engram_memory.gateway.token_cache import TokenCache
-from tests.gateway.conftest import RESOURCE
+from tests.gateway.conftest import RESOURCE, Clock, entries
 from tests.gateway.token_issuer import OMIT, TokenIssuer
 
 SUPPORT = ServedScope("acme", "support", ("purpose:support-case",))
@@ -37,25 +33,6 @@ def rules_for(issuer: TokenIssuer, **overrides: Any) -> TokenRules:
         "groups": ClaimSource(claim="groups", prefix="group:"),
     }
     return TokenRules(**{**base, **overrides})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def audit(tmp_path: Path) -> Iterator[GatewayAudit]:
-    log = GatewayAudit.open(tmp_path / "gateway-audit.jsonl", "host:gateway-test")
-    yield log
-    log.close()
-
-
-def entries(audit: GatewayAudit) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in audit.path.read_text().splitlines()]
 
 
 def verifier(
