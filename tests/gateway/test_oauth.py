@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from engram_memory.gateway.audit_log import GatewayAudit
@@ -217,3 +218,14 @@ async def test_an_accepted_token_is_answered_from_the_cache_and_a_refused_one_ju
     assert await check.verify_token(wrong) is None
     assert await check.verify_token(wrong) is None
     assert [entry["reason"] for entry in entries(audit)] == ["wrong_audience"] * 2
+
+
+async def test_an_idp_that_never_answers_refuses_the_token_once_the_fetch_times_out(
+    issuer: TokenIssuer, audit: GatewayAudit
+) -> None:
+    keys = JwksCache(issuer.jwks_url, timeout_s=0.5)
+    check = JwtVerifier(rules_for(issuer), keys, audit)
+    issuer.jwks_answering.clear()
+    with anyio.fail_after(10):
+        assert await check.verify_token(issuer.mint()) is None
+    assert entries(audit)[-1]["reason"] == "jwks_unavailable"
