@@ -82,6 +82,7 @@ def _refusals(issuer: TokenIssuer, foreign: TokenIssuer) -> dict[str, tuple[str,
     other_rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return {
         "garbage": ("not.a.jwt", "malformed"),
+        "over 16 KiB": (issuer.mint(extra={"pad": "x" * 17 * 1024}), "malformed"),
         "alg none": (issuer.mint(alg="none"), "algorithm_refused"),
         "HS256 keyed with the public key": (
             issuer.mint(alg="HS256", key=issuer.public_pem()),
