@@ -8,7 +8,7 @@ log is unusable (one line per problem, nothing started or written).
 from __future__ import annotations
 
 import argparse
-import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,10 +114,11 @@ def _serve(config: GatewayConfig) -> int:
         if config.mode == "stdio":
             from engram_memory.gateway.stdio import serve_stdio
 
-            # SIGTERM keeps its default (the process ends at once): every audit line is
-            # already fsynced, and the child, its stdin closed with us, stops gracefully.
-            with contextlib.suppress(KeyboardInterrupt):
-                anyio.run(serve_stdio, config, audit)
+            # SIGTERM and SIGINT end the process at once: every audit line is already
+            # fsynced, and the child, its stdin closed with us, stops gracefully. (Unwinding
+            # instead would wait forever on the SDK's stdin reader thread.)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            anyio.run(serve_stdio, config, audit)
             return EXIT_OK
         try:
             # gateway/http.py is gwhttp's (issue 11); until it is merged, say so.
