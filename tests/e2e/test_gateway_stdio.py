@@ -20,6 +20,7 @@ from mcp.client.session import ClientRequestContext
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.demo import demo_capture_arguments
+from engram_memory.gateway.audit_log import verify_audit
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
     ConfirmationBinding,
@@ -47,18 +48,14 @@ pytestmark = pytest.mark.e2e
 
 Secrets = tuple[Path, Path, Path]
 FORGET = "engram_memory_forget"
+CAPTURE = "engram_memory_capture"
+ADMIT = "engram_memory_request_admission"
 
 
 async def _accept(
     _ctx: ClientRequestContext, _params: types.ElicitRequestParams
 ) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"confirm": True})
-
-
-async def _decline(
-    _ctx: ClientRequestContext, _params: types.ElicitRequestParams
-) -> types.ElicitResult:
-    return types.ElicitResult(action="decline")
 
 
 async def test_tools_list_through_the_gateway_equals_the_upstream_list_for_the_binding(
@@ -77,7 +74,7 @@ async def test_tools_list_through_the_gateway_equals_the_upstream_list_for_the_b
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["handshake_era", "2026_era"])
-async def test_capture_admit_search_get_then_forget_after_a_human_accepts(
+async def test_a_governed_session_with_a_human_yes_and_replays_passing_through(
     tmp_path: Path, host_secrets: Secrets, mode: str
 ) -> None:
     setup = write_setup(tmp_path, host_secrets)
@@ -90,7 +87,16 @@ async def test_capture_admit_search_get_then_forget_after_a_human_accepts(
         return await _accept(ctx, params)
 
     async with gateway_client(setup, mode=mode, elicit=accept) as client:
-        record_id = await remembered(client, "Refund approved for parcel 7731 after courier loss.")
+        capture = demo_capture_arguments("Refund approved for parcel 7731.", key("cap"))
+        first = value(await client.call_tool(CAPTURE, capture))
+        again = value(await client.call_tool(CAPTURE, capture))
+        assert (first["status"], again["status"]) == ("committed_pending", "duplicate_exact")
+        assert again["candidate_id"] == first["candidate_id"]
+        admission = {"candidate_id": first["candidate_id"], "idempotency_key": key("adm")}
+        admitted = value(await client.call_tool(ADMIT, admission))
+        replayed = value(await client.call_tool(ADMIT, admission))
+        assert (admitted["replayed"], replayed["replayed"]) == (False, True)
+        record_id = admitted["outcome"]["record_id"]
         found = value(
             await client.call_tool(
                 "engram_memory_search", {"query": "parcel 7731", "purpose_ref": PURPOSE}
@@ -100,26 +106,28 @@ async def test_capture_admit_search_get_then_forget_after_a_human_accepts(
         assert value(await get(client, record_id))["record"]["record_id"] == record_id
         arguments = forget_arguments(record_id)
         forgotten = value(await client.call_tool(FORGET, arguments))
-        assert forgotten["receipt"]["to_state"] == "tombstoned"
+        assert (forgotten["receipt"]["to_state"], forgotten["replayed"]) == ("tombstoned", False)
         assert code(await get(client, record_id)) == "NOT_FOUND"
+        assert value(await client.call_tool(FORGET, arguments))["replayed"] is True
     digest = operation_digest(FORGET, normalize(arguments))  # type: ignore[arg-type]
-    assert len(shown) == 1
+    assert len(shown) == 2  # a replay needs a fresh confirmation too (SPEC §6)
     assert record_id in shown[0]
     assert digest in shown[0]
     confirmations = [e for e in setup.gateway_audit() if e["event"] == "confirmation"]
     assert [(e["reason"], e["target"], e["op_digest"]) for e in confirmations] == [
         ("accepted", record_id, digest)
-    ]
+    ] * 2
     # The human's yes reached the store's audit through the confirmation.
     assert (FORGET, "ok", f"human:{os_user()}") in setup.upstream_audit()
 
 
-async def test_decline_cancel_and_timeout_send_nothing_upstream(
+async def test_decline_cancel_timeout_and_a_forged_meta_confirmation_send_nothing_upstream(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
     setup = write_setup(tmp_path, host_secrets, confirmation_timeout_s=1)
+    signer = HostSigningKey.from_pem_file(host_secrets[1])
     never = anyio.Event()
-    answers = ["decline", "cancel", "false", "wait"]
+    answers = ["decline", "cancel", "false", "wait", "decline"]
 
     async def answer(
         _ctx: ClientRequestContext, _params: types.ElicitRequestParams
@@ -136,18 +144,31 @@ async def test_decline_cancel_and_timeout_send_nothing_upstream(
         refusals = [
             envelope(await client.call_tool(FORGET, forget_arguments(record_id))) for _ in range(4)
         ]
+        # A validly signed confirmation for exactly this call, sent by the client: were it
+        # forwarded, the upstream would forget the record. The gateway asks the human.
+        arguments = forget_arguments(record_id)
+        binding = ConfirmationBinding(
+            FORGET,
+            record_id,
+            operation_digest(FORGET, normalize(arguments)),  # type: ignore[arg-type]
+            setup.gateway_audit()[0]["session"],  # learnt from the first refusal
+            "user:alice",
+        )
+        token = mint_confirmation(signer, binding, approver="human:mallory")
+        forged: Any = {CONFIRMATION_META_KEY: token}
+        refusals.append(envelope(await client.call_tool(FORGET, arguments, meta=forged)))
         assert value(await get(client, record_id))["record"]["record_id"] == record_id
     for refusal in refusals:
         assert refusal["error"]["code"] == "gate_failed"
         assert refusal["error"]["retriable"] is False
-        assert refusal["auditId"].startswith("audit:gw-")
     reasons = [e["reason"] for e in setup.gateway_audit() if e["event"] == "confirmation"]
-    assert reasons == ["declined", "cancelled", "declined", "timed_out"]
+    assert reasons == ["declined", "cancelled", "declined", "timed_out", "declined"]
     assert [e["audit_id"] for e in setup.gateway_audit()] == [r["auditId"] for r in refusals]
+    assert verify_audit(setup.audit_log) == 5
     assert all(tool != FORGET for tool, _outcome, _approver in setup.upstream_audit())
 
 
-async def test_a_client_without_elicitation_gets_gate_failed_and_nothing_is_sent(
+async def test_no_elicitation_capability_or_a_foreign_purpose_is_refused_and_nothing_is_sent(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
     setup = write_setup(tmp_path, host_secrets)
@@ -155,45 +176,6 @@ async def test_a_client_without_elicitation_gets_gate_failed_and_nothing_is_sent
         record_id = await remembered(client, "A note no human confirmed forgetting.")
         assert code(await client.call_tool(FORGET, forget_arguments(record_id))) == "gate_failed"
         assert value(await get(client, record_id))["record"]["record_id"] == record_id
-    assert [e["reason"] for e in setup.gateway_audit()] == ["elicitation_unsupported"]
-    assert all(tool != FORGET for tool, _outcome, _approver in setup.upstream_audit())
-
-
-async def test_a_confirmation_the_client_puts_in_meta_is_ignored(
-    tmp_path: Path, host_secrets: Secrets
-) -> None:
-    """A validly signed confirmation for exactly this call, sent by the client: forwarded,
-    the upstream would forget the record; the gateway drops it and asks the human."""
-    setup = write_setup(tmp_path, host_secrets)
-    signer = HostSigningKey.from_pem_file(host_secrets[1])
-    async with gateway_client(setup, elicit=_decline) as client:
-        record_id = await remembered(client, "A record an attacker wants gone.")
-        assert code(await client.call_tool(FORGET, forget_arguments(record_id))) == "gate_failed"
-        session = setup.gateway_audit()[0]["session"]  # learnt from the first refusal
-        arguments = forget_arguments(record_id)
-        binding = ConfirmationBinding(
-            FORGET,
-            record_id,
-            operation_digest(FORGET, normalize(arguments)),
-            session,
-            "user:alice",  # type: ignore[arg-type]
-        )
-        forged: dict[str, Any] = {
-            CONFIRMATION_META_KEY: mint_confirmation(signer, binding, approver="human:mallory")
-        }
-        refused = await client.call_tool(FORGET, arguments, meta=forged)  # type: ignore[arg-type]
-        assert code(refused) == "gate_failed"
-        assert value(await get(client, record_id))["record"]["record_id"] == record_id
-    assert all(tool != FORGET for tool, _outcome, _approver in setup.upstream_audit())
-
-
-async def test_a_purpose_outside_the_callers_purposes_is_refused_and_audited(
-    tmp_path: Path, host_secrets: Secrets
-) -> None:
-    setup = write_setup(tmp_path, host_secrets)
-    async with gateway_client(setup) as client:
-        allowed = {"query": "x", "purpose_ref": PURPOSE}
-        assert value(await client.call_tool("engram_memory_search", allowed))["records"] == []
         with pytest.raises(MCPError) as caught:
             await client.call_tool(
                 "engram_memory_search", {"query": "x", "purpose_ref": "purpose:marketing"}
@@ -201,34 +183,39 @@ async def test_a_purpose_outside_the_callers_purposes_is_refused_and_audited(
         assert caught.value.error.code == -32603
         other = demo_capture_arguments("Text.", key("cap"), purpose_ref="purpose:marketing")
         with pytest.raises(MCPError) as caught:
-            await client.call_tool("engram_memory_capture", other)
+            await client.call_tool(CAPTURE, other)
         assert caught.value.error.code == -32603
-    refused = [(e["event"], e["reason"], e["tool"]) for e in setup.gateway_audit()]
-    assert refused == [
+    assert [(e["event"], e["reason"], e["tool"]) for e in setup.gateway_audit()] == [
+        ("confirmation", "elicitation_unsupported", FORGET),
         ("caller_refused", "purpose_not_allowed", "engram_memory_search"),
-        ("caller_refused", "purpose_not_allowed", "engram_memory_capture"),
+        ("caller_refused", "purpose_not_allowed", CAPTURE),
     ]
     calls = [tool for tool, _outcome, _approver in setup.upstream_audit() if tool != "tools/list"]
-    assert calls == ["engram_memory_search"]
+    assert calls == [CAPTURE, ADMIT, "engram_memory_get"]
 
 
-async def test_idempotency_key_replays_pass_through_unchanged(
+async def test_tools_the_policy_makes_confirmable_are_confirmed_when_configured(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
-    setup = write_setup(tmp_path, host_secrets)
-    async with gateway_client(setup, elicit=_accept) as client:
-        capture = demo_capture_arguments("Replayed capture.", key("cap"))
-        first = value(await client.call_tool("engram_memory_capture", capture))
-        again = value(await client.call_tool("engram_memory_capture", capture))
-        assert (first["status"], again["status"]) == ("committed_pending", "duplicate_exact")
-        assert again["candidate_id"] == first["candidate_id"]
-        admission = {"candidate_id": first["candidate_id"], "idempotency_key": key("adm")}
-        admitted = value(await client.call_tool("engram_memory_request_admission", admission))
-        replayed = value(await client.call_tool("engram_memory_request_admission", admission))
-        assert (admitted["replayed"], replayed["replayed"]) == (False, True)
-        arguments = forget_arguments(admitted["outcome"]["record_id"])
-        assert value(await client.call_tool(FORGET, arguments))["replayed"] is False
-        assert value(await client.call_tool(FORGET, arguments))["replayed"] is True
+    """The shipped policy data requires a confirmation for dave's captures and admissions;
+    listed in `confirmation.tools`, the gateway asks the human for them too."""
+    setup = write_setup(
+        tmp_path, host_secrets, principal="user:dave", confirmation_tools=(CAPTURE, ADMIT)
+    )
+    async with gateway_client(setup, mode="auto", elicit=_accept) as client:
+        arguments = demo_capture_arguments("Dave's confirmed note.", key("cap"))
+        captured = value(await client.call_tool(CAPTURE, arguments))
+        admission = {"candidate_id": captured["candidate_id"], "idempotency_key": key("adm")}
+        admitted = value(await client.call_tool(ADMIT, admission))
+        assert admitted["outcome"]["status"] == "accepted"
+    digest = operation_digest(CAPTURE, normalize(arguments))  # type: ignore[arg-type]
+    confirmations = [(e["tool"], e["target"], e["reason"]) for e in setup.gateway_audit()]
+    assert confirmations == [
+        (CAPTURE, digest, "accepted"),  # a capture's target is its operation digest
+        (ADMIT, captured["candidate_id"], "accepted"),
+    ]
+    approved = {(tool, approver) for tool, outcome, approver in setup.upstream_audit()}
+    assert {(CAPTURE, f"human:{os_user()}"), (ADMIT, f"human:{os_user()}")} <= approved
 
 
 def _gateway_run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -278,22 +265,3 @@ def test_an_unreadable_signing_key_or_unwritable_audit_log_exits_2(
     setup.config.write_text(no_log, encoding="utf-8")
     result = _gateway_run("--config", str(setup.config))
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
-
-
-async def test_verify_audit_accepts_the_chain_and_names_an_edited_line(
-    tmp_path: Path, host_secrets: Secrets
-) -> None:
-    setup = write_setup(tmp_path, host_secrets)
-    async with gateway_client(setup, elicit=_decline) as client:
-        record_id = await remembered(client, "Twice declined.")
-        for _ in range(2):
-            assert (
-                code(await client.call_tool(FORGET, forget_arguments(record_id))) == "gate_failed"
-            )
-    assert _gateway_run("verify-audit", str(setup.audit_log)).returncode == 0
-    lines = setup.audit_log.read_text(encoding="utf-8").splitlines(keepends=True)
-    lines[0] = lines[0].replace('"declined"', '"accepted"')
-    setup.audit_log.write_text("".join(lines), encoding="utf-8")
-    broken = _gateway_run("verify-audit", str(setup.audit_log))
-    assert broken.returncode == 1
-    assert "line 1" in broken.stdout

@@ -60,6 +60,10 @@ def _retry(state: str | None, action: str = "accept") -> types.CallToolRequestPa
     )
 
 
+def _tampered(state: str) -> str:
+    return state[:-1] + ("1" if state[-1] == "0" else "0")
+
+
 def test_a_sealed_state_releases_its_own_call_once() -> None:
     states = RequestStates(timeout_s=60)
     state = input_required(CALL, states).request_state
@@ -72,7 +76,7 @@ def test_a_state_for_another_call_or_forged_or_absent_releases_nothing() -> None
     state = states.seal(CALL)
     other = PendingCall(CALL.tool, "mem_other", CALL.op_digest, CALLER)
     assert answer_from_retry(_retry(state), other, states).reason == "state_invalid"
-    assert answer_from_retry(_retry(state[:-1] + "0"), CALL, states).reason == "state_invalid"
+    assert answer_from_retry(_retry(_tampered(state)), CALL, states).reason == "state_invalid"
     assert answer_from_retry(_retry(None), CALL, states).reason == "state_invalid"
     assert answer_from_retry(_retry(RequestStates(60).seal(CALL)), CALL, states).reason == (
         "state_invalid"
