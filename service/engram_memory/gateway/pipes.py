@@ -21,7 +21,7 @@ import asyncio
 import fcntl
 import os
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -37,6 +37,10 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 _AHEAD = 32
 
 Streams = tuple[Any, Any]
+Answer = types.JSONRPCResponse | types.JSONRPCError
+# Offered every request first with the client's negotiated handshake version (None before
+# the handshake or in the 2026 era): the answer it will give, or None for the SDK server.
+FastPath = Callable[[types.JSONRPCRequest, str | None], Awaitable[Answer] | None]
 
 
 class LineTooLong(ValueError):
@@ -124,8 +128,27 @@ def _private_duplicate(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
+def _negotiated_version(message: Any) -> str | None:
+    """The version in a handshake `initialize` result the server sends, else None."""
+    if not isinstance(message, types.JSONRPCResponse):
+        return None
+    result = message.result
+    if {"protocolVersion", "capabilities", "serverInfo"} <= result.keys():
+        version = result["protocolVersion"]
+        return version if isinstance(version, str) else None
+    return None
+
+
+def _cancelled_id(message: Any) -> object:
+    if isinstance(message, types.JSONRPCNotification) and message.method == (
+        "notifications/cancelled"
+    ):
+        return (message.params or {}).get("requestId")
+    return None
+
+
 @asynccontextmanager
-async def _loop_stdio() -> AsyncIterator[Streams]:
+async def _loop_stdio(fast: FastPath | None) -> AsyncIterator[Streams]:
     loop = asyncio.get_running_loop()
     wire_in, wire_out = _private_duplicate(0), _private_duplicate(1)
     saved_in, saved_out = _private_duplicate(0), _private_duplicate(1)
@@ -150,8 +173,50 @@ async def _loop_stdio() -> AsyncIterator[Streams]:
     os.dup2(2, 1)
     to_server, from_client = create_context_streams[SessionMessage | Exception](0)
     from_server, to_client = create_context_streams[SessionMessage](0)
+    client_version: str | None = None
+    in_flight: dict[object, anyio.CancelScope] = {}
+    all_answered = anyio.Event()
+    all_answered.set()
 
-    async def read_lines() -> None:
+    async def emit(message: Any) -> None:
+        nonlocal client_version
+        client_version = _negotiated_version(message) or client_version
+        wire = message.model_dump_json(by_alias=True, exclude_unset=True)
+        await writer.drained.wait()
+        if not write_transport.is_closing():
+            write_transport.write(wire.encode("utf-8") + b"\n")
+
+    async def answer(request_id: object, pending: Awaitable[Answer]) -> None:
+        nonlocal all_answered
+        with anyio.CancelScope() as scope:
+            in_flight[request_id] = scope
+            if all_answered.is_set():
+                all_answered = anyio.Event()
+            try:
+                reply = await pending
+            finally:
+                del in_flight[request_id]
+                if not in_flight:
+                    all_answered.set()
+            await emit(reply)
+
+    def offered(message: Any, group: anyio.abc.TaskGroup) -> bool:
+        """True when the fast path took `message` (a cancel also reaches the server, which
+        ignores an id it never saw)."""
+        if fast is None:
+            return False
+        cancelled = _cancelled_id(message)
+        if cancelled is not None and cancelled in in_flight:
+            in_flight[cancelled].cancel()
+        if not isinstance(message, types.JSONRPCRequest) or message.id in in_flight:
+            return False
+        pending = fast(message, client_version)
+        if pending is None:
+            return False
+        group.start_soon(answer, message.id, pending)
+        return True
+
+    async def read_lines(group: anyio.abc.TaskGroup) -> None:
         async with to_server:
             while (line := await lines.get()) is not None:
                 if lines.qsize() <= _AHEAD // 2 and not read_transport.is_closing():
@@ -164,20 +229,19 @@ async def _loop_stdio() -> AsyncIterator[Streams]:
                 except Exception as exc:  # noqa: BLE001 - handed on, as stdio_server does
                     await to_server.send(exc)
                     continue
-                await to_server.send(SessionMessage(message))
+                if not offered(message, group):
+                    await to_server.send(SessionMessage(message))
+            # The client closed stdin: what it asked for is still answered.
+            await all_answered.wait()
 
     async def write_lines() -> None:
         async with to_client:
             async for item in to_client:
-                wire = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await writer.drained.wait()
-                if write_transport.is_closing():
-                    return
-                write_transport.write(wire.encode("utf-8") + b"\n")
+                await emit(item.message)
 
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(read_lines)
+            group.start_soon(read_lines, group)
             group.start_soon(write_lines)
             yield from_client, from_server
             group.cancel_scope.cancel()
@@ -190,8 +254,9 @@ async def _loop_stdio() -> AsyncIterator[Streams]:
         os.close(saved_out)
 
 
-def gateway_stdio() -> AbstractAsyncContextManager[Streams]:
-    """The (read, write) streams of the MCP session on stdin/stdout (see the module)."""
+def gateway_stdio(fast: FastPath | None = None) -> AbstractAsyncContextManager[Streams]:
+    """The (read, write) streams of the MCP session on stdin/stdout (see the module); with
+    pipes of its own, `fast` is offered every request first (fast.py)."""
     if owns_its_pipes():
-        return _loop_stdio()
+        return _loop_stdio(fast)
     return stdio_server()
