@@ -17,12 +17,15 @@ paths, all over stdio through the real MCP SDK client, in the same run:
   client sending no context; forget goes through an elicitation the client accepts at once
   (so it also pays the elicitation round trip and the gateway's fsynced audit entry).
 
-Each round runs every path (the direct/gateway order alternates by round), `--per-round`
-iterations of capture -> request_admission -> search -> get -> forget per tools path and
-`--floor-calls` floor calls per floor path. The added cost per tool is the gateway's p50
-minus the direct p50 over all samples, with its spread: the same difference per round
-(min / median / max). Clients speak the handshake era (`mode="legacy"`), as desktop clients
-do today. Writes `<name>.json`, `<name>.md` and `<name>.png` into --out; progress on stderr.
+Each round runs `--floor-calls` floor calls per floor path and `--per-round` iterations of
+capture -> request_admission -> search -> get -> forget per tools path, interleaved: a
+direct call (iteration) and a gateway one in turn, which goes first alternating, so that
+drift in the machine's load (2 shared cores) falls on both alike. The added cost per tool
+is the gateway's p50 minus the direct p50 over all samples, with its spread: the same
+difference per round (min / median / max). The gateway process's own CPU per call (from
+/proc) is recorded too: unlike a latency difference it hardly moves with other load.
+Clients speak the handshake era (`mode="legacy"`), as desktop clients do today. Writes
+`<name>.json`, `<name>.md` and `<name>.png` into --out; progress on stderr.
 """
 
 from __future__ import annotations
@@ -180,11 +183,10 @@ def gateway_call(client: Client) -> Call:
     return call
 
 
-async def _floor_calls(client: Client, count: int, samples: list[float]) -> None:
-    for n in range(count):
-        start = time.perf_counter()
-        await _raw_call(client, "floor_echo", {"n": n})
-        samples.append((time.perf_counter() - start) * 1000)
+async def _floor_call(client: Client, n: int, samples: list[float]) -> None:
+    start = time.perf_counter()
+    await _raw_call(client, "floor_echo", {"n": n})
+    samples.append((time.perf_counter() - start) * 1000)
 
 
 class Paths:
@@ -259,31 +261,30 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for n in range(args.warmup):
             await _iteration(paths.direct, warm, -n - 1)
             await _iteration(paths.gateway, warm, -n - 1)
-            await _floor_calls(paths.floor_direct, 10, [])
-            await _floor_calls(paths.floor_gateway, 10, [])
+            for k in range(10):
+                await _floor_call(paths.floor_direct, k, [])
+                await _floor_call(paths.floor_gateway, k, [])
         for r in range(args.rounds):
             direct: Samples = defaultdict(list)
             gateway: Samples = defaultdict(list)
             floor: dict[str, list[float]] = {"direct": [], "through the gateway": []}
-            order = [("direct", paths.direct, direct), ("gateway", paths.gateway, gateway)]
-            floors = [
-                (paths.floor_direct, floor["direct"]),
-                (paths.floor_gateway, floor["through the gateway"]),
-            ]
-            if r % 2:
-                order.reverse()
-                floors.reverse()
-            for client, samples in floors:
-                before = cpu_ms(paths.floor_gateway_pid)
-                await _floor_calls(client, args.floor_calls, samples)
-                if client is paths.floor_gateway:
-                    cpu["floor"] += cpu_ms(paths.floor_gateway_pid) - before
-            for label, call, samples in order:
-                before = cpu_ms(paths.gateway_pid)
-                for n in range(args.per_round):
+            # Interleaved call by call (the first path alternating), so that drift in the
+            # machine's load falls on both paths alike.
+            floor_before = cpu_ms(paths.floor_gateway_pid)
+            for k in range(args.floor_calls):
+                pair = [
+                    (paths.floor_direct, floor["direct"]),
+                    (paths.floor_gateway, floor["through the gateway"]),
+                ]
+                for client, samples in pair[:: 1 if (r + k) % 2 == 0 else -1]:
+                    await _floor_call(client, k, samples)
+            cpu["floor"] += cpu_ms(paths.floor_gateway_pid) - floor_before
+            tools_before = cpu_ms(paths.gateway_pid)
+            for n in range(args.per_round):
+                pair = [(paths.direct, direct), (paths.gateway, gateway)]
+                for call, samples in pair[:: 1 if (r + n) % 2 == 0 else -1]:
                     await _iteration(call, samples, r * args.per_round + n)
-                if label == "gateway":
-                    cpu["tools"] += cpu_ms(paths.gateway_pid) - before
+            cpu["tools"] += cpu_ms(paths.gateway_pid) - tools_before
             direct_rounds.append(direct)
             gateway_rounds.append(gateway)
             floor_rounds.append(floor)
