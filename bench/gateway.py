@@ -112,10 +112,12 @@ def write_gateway_config(
 
 
 def gateway_params(config: Path) -> StdioServerParameters:
+    pythonpath = os.environ.get("PYTHONPATH", "")
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "engram_memory.cli", "gateway", "--config", str(config)],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # PYTHONPATH passed on: set to another tree's `service/`, the gateway runs that code.
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [pythonpath, str(ROOT)]))},
     )
 
 
