@@ -8,11 +8,15 @@ log is unusable (one line per problem, nothing started or written).
 from __future__ import annotations
 
 import argparse
-import contextlib
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram_memory.contract.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from engram_memory.gateway.config import GatewayConfig
 
 EXIT_OK = 0
 EXIT_AUDIT_BROKEN = 1
@@ -81,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from engram_memory.host.keys import HostSigningKey
 
     HostSigningKey.from_pem_file(config.signing_key)  # ConfigurationError: exit 2
+    _check_upstream_program(config)
     if config.mode == "stdio":
         from engram_memory.gateway.os_user import check_os_user
 
@@ -92,13 +97,29 @@ def run(args: argparse.Namespace) -> int:
     return _serve(config)
 
 
-def _serve(config: object) -> int:
+def _check_upstream_program(config: GatewayConfig) -> None:
+    """Raises: ConfigurationError: `upstream.command[0]` is not an executable file (looked
+    up on the child's PATH when it holds no `/`)."""
+    import os
+    import shutil
+
+    command = config.upstream.command
+    if command is None:
+        return
+    # The child's PATH, as upstream.child_environment gives it (not imported: it needs the
+    # MCP SDK, which `--check` spares).
+    search_path = config.upstream.env.get("PATH", os.environ.get("PATH"))
+    if shutil.which(command[0], path=search_path) is None:
+        raise ConfigurationError(
+            f"upstream.command[0] {command[0]!r} is not an executable file (nor found on PATH)"
+        )
+
+
+def _serve(config: GatewayConfig) -> int:
     import anyio
 
     from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
-    from engram_memory.gateway.config import GatewayConfig
 
-    assert isinstance(config, GatewayConfig)
     try:
         audit = GatewayAudit.open(config.audit_log, config.host_id)
     except GatewayAuditUnavailable as exc:
@@ -107,8 +128,11 @@ def _serve(config: object) -> int:
         if config.mode == "stdio":
             from engram_memory.gateway.stdio import serve_stdio
 
-            with contextlib.suppress(KeyboardInterrupt):
-                anyio.run(serve_stdio, config, audit)
+            # SIGTERM and SIGINT end the process at once: every audit line is already
+            # fsynced, and the child, its stdin closed with us, stops gracefully. (Unwinding
+            # instead would wait forever on the SDK's stdin reader thread.)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            anyio.run(serve_stdio, config, audit)
             return EXIT_OK
         try:
             # gateway/http.py is gwhttp's (issue 11); until it is merged, say so.
