@@ -4,9 +4,9 @@ Either a child process over stdio (`upstream.command`, started with exactly the 
 environment plus PATH and HOME, so nothing else of the gateway's environment reaches the
 store) or a running server over streamable HTTP (`upstream.url`). One SDK session carries
 every request; answers are matched to requests by id, so calls run concurrently. A child is
-spoken to through `channel.StdioChannel` on the SDK's stdio transport (the SDK's client
-session costs about 1 ms of CPU per call, the gateway's whole budget: channel.py), an HTTP
-upstream through the SDK's `Client`.
+spoken to through `channel.StdioChannel`, JSON lines on its pipes (the SDK's client costs
+about 1 ms of CPU per call, the gateway's whole budget: channel.py), an HTTP upstream
+through the SDK's `Client`.
 
 Requests go out raw through the session (as reference_host.py does): the SDK's client-side
 output validation would otherwise re-list tools without an invocation context.
@@ -27,10 +27,9 @@ from typing import Any, Self
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from engram_memory.gateway.channel import StdioChannel
+from engram_memory.gateway.channel import StdioChannel, child_channel
 from engram_memory.gateway.config import UpstreamConfig
 
 log = logging.getLogger("engram_memory.gateway")
@@ -127,14 +126,11 @@ class Upstream:
                     connection.ready.set()
                     await connection.stop.wait()
                 return
-            async with stdio_client(server) as streams, anyio.create_task_group() as group:
-                channel = StdioChannel(*streams)
-                group.start_soon(channel.route)
-                await channel.initialize(self._timeout)
+            command = [server.command, *server.args]
+            async with child_channel(command, server.env or {}, self._timeout) as channel:
                 connection.channel = channel
                 connection.ready.set()
                 await connection.stop.wait()
-                group.cancel_scope.cancel()
         except Exception as exc:  # noqa: BLE001 - any failure to connect is "unavailable"
             connection.error = exc
         finally:
