@@ -51,7 +51,8 @@ from mcp import StdioServerParameters
 from mcp.client.client import Client
 from mcp.client.session import ClientRequestContext
 
-from bench.report import RESULTS, machine_load, percentile, write_report
+from bench.gateway_report import TARGET_MS, TOOLS, Samples, added_costs, merged, verdict_markdown
+from bench.report import RESULTS, machine_load, write_report
 from bench.stdio_probe import progress, server_pid
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.demo import demo_capture_arguments
@@ -59,17 +60,14 @@ from engram_memory.host.keys import HostSigningKey
 from engram_memory.reference_host import Binding, ReferenceHost, connect, server_env
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_MS = 1.0
 PURPOSE = "purpose:support-case"
 APPROVER = "human:bench"
-TOOLS = ("capture", "request_admission", "search", "get", "forget")
 SERVE = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "stdio"]
 FLOOR = [sys.executable, "-m", "bench.floor_server", "stdio"]
 # The caller the gateway's configuration binds; the direct host signs the same one.
 BINDING = Binding("acme", "support", "user:alice", PURPOSE, agent_id="agent:demo-assistant")
 
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
-Samples = dict[str, list[float]]
 
 
 def cpu_ms(pid: int) -> float:
@@ -241,13 +239,6 @@ class Paths:
         self.gateway_pid = server_pid(str(tools_config))
 
 
-def _round_p50_differences(direct: list[Samples], gateway: list[Samples], tool: str) -> list[float]:
-    return [
-        statistics.median(g[tool]) - statistics.median(d[tool])
-        for d, g in zip(direct, gateway, strict=True)
-    ]
-
-
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """All rounds; the samples per path and per round."""
     direct_rounds: list[Samples] = []
@@ -309,71 +300,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     }
 
 
-def _merged(rounds: list[Samples]) -> Samples:
-    merged: Samples = defaultdict(list)
-    for samples in rounds:
-        for label, values in samples.items():
-            merged[label] += values
-    return merged
-
-
-def added_costs(measured: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Per tool (and the floor): p50 through the gateway minus p50 direct, all samples, and
-    the same difference per round (min / median / max)."""
-    direct, gateway = _merged(measured["direct"]), _merged(measured["gateway"])
-    floor = _merged(measured["floor"])
-    rows: dict[str, dict[str, float]] = {}
-    floor_rounds = [
-        statistics.median(f["through the gateway"]) - statistics.median(f["direct"])
-        for f in measured["floor"]
-    ]
-    pairs = [("floor_echo", floor["direct"], floor["through the gateway"], floor_rounds)]
-    for tool in TOOLS:
-        per_round = _round_p50_differences(measured["direct"], measured["gateway"], tool)
-        pairs.append((tool, direct[tool], gateway[tool], per_round))
-    for label, d, g, per_round in pairs:
-        rows[label] = {
-            "direct p50": round(percentile(d, 0.5), 3),
-            "gateway p50": round(percentile(g, 0.5), 3),
-            "added p50": round(percentile(g, 0.5) - percentile(d, 0.5), 3),
-            "added p50 per round min": round(min(per_round), 3),
-            "added p50 per round median": round(statistics.median(per_round), 3),
-            "added p50 per round max": round(max(per_round), 3),
-        }
-    return rows
-
-
-def _verdict_markdown(rows: dict[str, dict[str, float]], command: str) -> str:
-    lines = [
-        "",
-        f"## Added by the gateway (target: <= {TARGET_MS:g} ms p50 per call)",
-        "",
-        "| call | direct p50 ms | through the gateway p50 ms | added p50 ms | added per round "
-        "(min / median / max) | verdict |",
-        "|---|---|---|---|---|---|",
-    ]
-    for label, row in rows.items():
-        verdict = "met" if row["added p50"] <= TARGET_MS else "missed"
-        spread = (
-            f"{row['added p50 per round min']} / {row['added p50 per round median']} / "
-            f"{row['added p50 per round max']}"
-        )
-        lines.append(
-            f"| {label} | {row['direct p50']} | {row['gateway p50']} | {row['added p50']} | "
-            f"{spread} | {verdict} |"
-        )
-    lines += [
-        "",
-        "floor_echo: the do-nothing tool direct vs through the gateway (the hop alone). "
-        "forget through the gateway includes the elicitation round trip to the client and "
-        "the gateway's fsynced audit entry of the human's answer; directly, the host mints "
-        "the confirmation itself.",
-        "",
-        f"Reproduce: `.venv/bin/{command}` from the repository root.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -395,8 +321,8 @@ def main() -> int:
         measured = anyio.run(run, args, Path(tmp))
     load_after = machine_load()
     rows = added_costs(measured)
-    direct, gateway = _merged(measured["direct"]), _merged(measured["gateway"])
-    floor = _merged(measured["floor"])
+    direct, gateway = merged(measured["direct"]), merged(measured["gateway"])
+    floor = merged(measured["floor"])
     series = {
         "direct (reference host mints)": {tool: direct[tool] for tool in TOOLS},
         "through engram-memory gateway": {tool: gateway[tool] for tool in TOOLS},
@@ -422,7 +348,7 @@ def main() -> int:
             "gateway process CPU per call (user+system, ms)": measured["gateway cpu ms per call"],
         },
     )
-    markdown += _verdict_markdown(rows, command)
+    markdown += verdict_markdown(rows, command)
     (out / f"{args.name}.md").write_text(markdown)
     report = json.loads((out / f"{args.name}.json").read_text())
     report["meta"].update({"machine load before": load_before, "machine load after": load_after})
