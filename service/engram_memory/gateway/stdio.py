@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 
 import anyio
-from mcp.server.stdio import stdio_server
 
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, new_stdio_session
 from engram_memory.gateway.config import GatewayConfig, StdioBinding
+from engram_memory.gateway.fast import FastCalls
 from engram_memory.gateway.os_user import check_os_user as check_os_user
+from engram_memory.gateway.pipes import gateway_stdio
 from engram_memory.gateway.server import build_gateway_server
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 
@@ -63,6 +64,7 @@ async def serve_stdio(config: GatewayConfig, audit: GatewayAudit) -> None:
     async with upstream_for(config, audit) as upstream, anyio.create_task_group() as group:
         server = build_gateway_server(upstream, lambda _ctx: caller, config, audit)
         group.start_soon(_warm_up, upstream)
-        async with stdio_server() as (read_stream, write_stream):
+        fast = FastCalls(upstream, caller, config, audit)
+        async with gateway_stdio(fast.take) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
         group.cancel_scope.cancel()

@@ -3,7 +3,10 @@
 Either a child process over stdio (`upstream.command`, started with exactly the configured
 environment plus PATH and HOME, so nothing else of the gateway's environment reaches the
 store) or a running server over streamable HTTP (`upstream.url`). One SDK session carries
-every request; the SDK's dispatcher matches answers to requests, so calls run concurrently.
+every request; answers are matched to requests by id, so calls run concurrently. A child is
+spoken to through `channel.StdioChannel`, JSON lines on its pipes (the SDK's client costs
+about 1 ms of CPU per call, the gateway's whole budget: channel.py), an HTTP upstream
+through the SDK's `Client`.
 
 Requests go out raw through the session (as reference_host.py does): the SDK's client-side
 output validation would otherwise re-list tools without an invocation context.
@@ -26,6 +29,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from engram_memory.gateway.channel import StdioChannel, child_channel
 from engram_memory.gateway.config import UpstreamConfig
 
 log = logging.getLogger("engram_memory.gateway")
@@ -45,14 +49,21 @@ class UpstreamUnavailable(Exception):
 
 @dataclass
 class _Connection:
-    """One SDK client session, held open by its own task until `stop` is set."""
+    """One session (a child's channel or an SDK client), held open by its own task until
+    `stop` is set."""
 
     client: Client | None = None
+    channel: StdioChannel | None = None
     error: BaseException | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     stop: anyio.Event = field(default_factory=anyio.Event)
 
+    def open(self) -> bool:
+        return self.client is not None or self.channel is not None
+
     def closed(self) -> bool:
+        if self.channel is not None:
+            return self.channel.closed
         if self.client is None:
             return True
         # The SDK marks its dispatcher closed when the transport reached EOF (the child
@@ -108,8 +119,16 @@ class Upstream:
 
     async def _hold(self, connection: _Connection) -> None:
         try:
-            async with Client(self._server(), mode="auto", cache=None) as client:
-                connection.client = client
+            server = self._server()
+            if isinstance(server, str):
+                async with Client(server, mode="auto", cache=None) as client:
+                    connection.client = client
+                    connection.ready.set()
+                    await connection.stop.wait()
+                return
+            command = [server.command, *server.args]
+            async with child_channel(command, server.env or {}, self._timeout) as channel:
+                connection.channel = channel
                 connection.ready.set()
                 await connection.stop.wait()
         except Exception as exc:  # noqa: BLE001 - any failure to connect is "unavailable"
@@ -125,21 +144,19 @@ class Upstream:
         """
         await self._session()
 
-    async def _session(self) -> Client:
-        """The live client session, (re)connecting if there is none.
+    async def _session(self) -> _Connection:
+        """The live session, (re)connecting if there is none.
 
         Raises:
             UpstreamUnavailable: (sent=False) no session could be established.
         """
         current = self._connection
         if current is not None and not current.closed():
-            assert current.client is not None
-            return current.client
+            return current
         async with self._lock:
             current = self._connection
             if current is not None and not current.closed():
-                assert current.client is not None
-                return current.client
+                return current
             if current is not None:
                 current.stop.set()
             assert self._group is not None, "Upstream used outside `async with`"
@@ -147,7 +164,7 @@ class Upstream:
             self._group.start_soon(self._hold, connection)
             with anyio.move_on_after(self._timeout):
                 await connection.ready.wait()
-            if connection.client is None:
+            if not connection.open():
                 connection.stop.set()
                 # The class only: a message could carry a URL's credentials or a path.
                 reason = type(connection.error).__name__ if connection.error else "timeout"
@@ -157,14 +174,33 @@ class Upstream:
             self._connections_made += 1
             if self._connections_made > 1 and self._on_reconnect is not None:
                 self._on_reconnect("connection_lost")
-            return connection.client
+            return connection
 
-    async def _send(self, request: types.ClientRequest, result_type: type[Any]) -> Any:
-        client = await self._session()
+    async def _send(
+        self,
+        method: str,
+        params: dict[str, Any],
+        request: Callable[[], types.ClientRequest],
+        result_type: type[Any] | None,
+    ) -> Any:
+        """`method` with the wire `params` (as the SDK model `request()` for an SDK client),
+        answered as `result_type` (None: the result's JSON object, unvalidated)."""
+        connection = await self._session()
         try:
-            return await client.session.send_request(
-                request, result_type, request_read_timeout_seconds=self._timeout
+            if connection.channel is not None:
+                raw = await connection.channel.request(method, params, self._timeout)
+                return (
+                    raw if result_type is None else result_type.model_validate(raw, by_name=False)
+                )
+            assert connection.client is not None
+            result = await connection.client.session.send_request(
+                request(),
+                result_type or types.CallToolResult,
+                request_read_timeout_seconds=self._timeout,
             )
+            if result_type is None:
+                return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return result
         except MCPError as error:
             if (error.error.code, error.error.message) == _CONNECTION_CLOSED:
                 raise UpstreamUnavailable(True, "connection_lost") from None
@@ -181,8 +217,40 @@ class Upstream:
             UpstreamUnavailable: the upstream did not answer.
             MCPError: the upstream's own JSON-RPC refusal, code and message unchanged.
         """
-        request = types.ListToolsRequest(params=types.PaginatedRequestParams(_meta=dict(meta)))
-        result: types.ListToolsResult = await self._send(request, types.ListToolsResult)
+        params = {"_meta": dict(meta)}
+
+        def request() -> types.ClientRequest:
+            return types.ListToolsRequest(params=types.PaginatedRequestParams(_meta=dict(meta)))
+
+        result: types.ListToolsResult = await self._send(
+            "tools/list", params, request, types.ListToolsResult
+        )
+        return result
+
+    def child_version(self) -> str | None:
+        """The handshake version of a live child's session; None for an HTTP upstream, or
+        while there is no live child (the next call through `call_tool` reconnects)."""
+        connection = self._connection
+        if connection is None or connection.channel is None or connection.channel.closed:
+            return None
+        return connection.channel.protocol_version
+
+    async def call_tool_json(
+        self, name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """As `call_tool`, the result as the child's JSON object, passed on unvalidated (the
+        stdio fast path: fast.py).
+
+        Raises:
+            UpstreamUnavailable: the upstream did not answer.
+            MCPError: the upstream's own JSON-RPC refusal, code and message unchanged.
+        """
+        params: dict[str, Any] = {"name": name, "_meta": dict(meta)}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        result: dict[str, Any] = await self._send(
+            "tools/call", params, lambda: _call_request(name, arguments, meta), None
+        )
         return result
 
     async def call_tool(
@@ -194,12 +262,20 @@ class Upstream:
             UpstreamUnavailable: the upstream did not answer.
             MCPError: the upstream's own JSON-RPC refusal, code and message unchanged.
         """
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(
-                name=name,
-                arguments=None if arguments is None else dict(arguments),
-                _meta=dict(meta),
-            )
+        params: dict[str, Any] = {"name": name, "_meta": dict(meta)}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        result: types.CallToolResult = await self._send(
+            "tools/call", params, lambda: _call_request(name, arguments, meta), types.CallToolResult
         )
-        result: types.CallToolResult = await self._send(request, types.CallToolResult)
         return result
+
+
+def _call_request(
+    name: str, arguments: Mapping[str, Any] | None, meta: Mapping[str, Any]
+) -> types.ClientRequest:
+    return types.CallToolRequest(
+        params=types.CallToolRequestParams(
+            name=name, arguments=None if arguments is None else dict(arguments), _meta=dict(meta)
+        )
+    )
