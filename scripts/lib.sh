@@ -1,9 +1,11 @@
-# Shared by scripts/demo and scripts/test: a project venv and, when asked, the pinned OPA.
+# Shared by scripts/demo and scripts/test: a project venv and, when asked, the pinned OPA and
+# the pinned MCP Inspector (the stock client the gateway's end-to-end tests drive).
 # Sourced, not executed. Everything is installed by these scripts; nothing is assumed present.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 OPA_VERSION=v1.22.4
+INSPECTOR_VERSION=2.12.0   # tests/e2e/inspector.py reads this line: one pin for both
 TOOL_CACHE=${ENGRAM_TOOL_CACHE:-$HOME/.cache/engram-memory/tools}
 
 # Bold only when stderr is a terminal and NO_COLOR is unset: no escapes in pipes or logs.
@@ -45,4 +47,27 @@ ensure_opa() {
   local version
   version="$("$ENGRAM_OPA_BIN" version)"
   echo "${version%%$'\n'*}" >&2
+}
+
+ensure_inspector() {
+  # The MCP Inspector's CLI from the npm registry, an exact version, cached like OPA. It is
+  # installed into a scratch prefix and moved into place only when complete, so an interrupted
+  # install is never mistaken for a cached one.
+  local dir="$TOOL_CACHE/inspector-$INSPECTOR_VERSION"
+  local bin="$dir/node_modules/.bin/mcp-inspector"
+  if [ ! -x "$bin" ]; then
+    command -v npm >/dev/null || { echo "npm is required to install the MCP Inspector" >&2; exit 2; }
+    step "installing the MCP Inspector $INSPECTOR_VERSION with npm (cached in $dir)"
+    mkdir -p "$TOOL_CACHE"
+    local scratch
+    scratch="$(mktemp -d "$TOOL_CACHE/.inspector-$INSPECTOR_VERSION.XXXXXX")"
+    # --loglevel=error: the package asks for a newer Node than Debian's; its CLI runs on ours,
+    # and the end-to-end tests are what prove that, not npm's engine warning.
+    npm install --prefix "$scratch" --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >&2
+    rm -rf "$dir"
+    mv "$scratch" "$dir"
+  fi
+  export ENGRAM_INSPECTOR_BIN="$bin"
+  echo "MCP Inspector $("$ENGRAM_INSPECTOR_BIN" --cli --version)" >&2
 }
