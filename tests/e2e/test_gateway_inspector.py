@@ -1,0 +1,203 @@
+"""A stock MCP client, the MCP Inspector's CLI from the npm registry, drives `engram-memory
+gateway` over stdio (the Inspector launches the gateway, which launches the real server) and
+over OAuth-protected streamable HTTP (a token from a local issuer sent as a bearer header).
+
+Assertions read the JSON the CLI prints: its exit code, the error envelope's `code`, and the
+engram-memory envelope's `ok`, `status` and error `code`, never message text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram_memory.demo import demo_capture_arguments
+from tests.e2e.gateways import (
+    ENGRAM_MEMORY,
+    PURPOSE,
+    http_gateway,
+    reserve_port,
+    write_http_config,
+    write_stdio_config,
+)
+from tests.e2e.inspector import (
+    EXIT_AUTH_REQUIRED,
+    EXIT_OK,
+    InspectorRun,
+    run_inspector,
+    tool_call_args,
+)
+from tests.gateway.token_issuer import TokenIssuer
+
+pytestmark = pytest.mark.e2e
+
+SIX_TOOLS = {
+    "engram_memory_capture",
+    "engram_memory_request_admission",
+    "engram_memory_search",
+    "engram_memory_get",
+    "engram_memory_withdraw",
+    "engram_memory_forget",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """How the Inspector reaches a gateway: the CLI flags naming it, and its HOME."""
+
+    flags: tuple[str, ...]
+    home: Path
+
+    def run(self, *args: str) -> InspectorRun:
+        # Method flags first, the target last: a stdio target's `--` ends the CLI's options.
+        return run_inspector([*args, *self.flags], home=self.home)
+
+
+@pytest.fixture
+def stdio_target(tmp_path: Path, host_secrets: tuple[Path, Path, Path]) -> Target:
+    config = write_stdio_config(tmp_path, tmp_path / "data", host_secrets)
+    return Target(("--", ENGRAM_MEMORY, "gateway", "--config", str(config)), _home(tmp_path))
+
+
+@pytest.fixture
+def issuer() -> Iterator[TokenIssuer]:
+    issuer = TokenIssuer()
+    try:
+        yield issuer
+    finally:
+        issuer.close()
+
+
+@pytest.fixture
+def http_url(
+    tmp_path: Path, host_secrets: tuple[Path, Path, Path], issuer: TokenIssuer
+) -> Iterator[str]:
+    port = reserve_port()
+    issuer.audience = f"http://127.0.0.1:{port}/mcp"
+    config = write_http_config(
+        tmp_path,
+        tmp_path / "data",
+        host_secrets,
+        port=port,
+        issuer=issuer.issuer,
+        jwks_url=issuer.jwks_url,
+    )
+    with http_gateway(config, port) as url:
+        yield url
+
+
+def _http_target(tmp_path: Path, url: str, *headers: str) -> Target:
+    # --stored-auth-only: never start an interactive OAuth login (it would wait for a browser).
+    flags = [url, "--transport", "http", "--stored-auth-only"]
+    for header in headers:
+        flags += ["--header", header]
+    return Target(tuple(flags), _home(tmp_path))
+
+
+def _home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
+def _listed_tools(target: Target) -> set[str]:
+    run = target.run("--method", "tools/list")
+    assert run.exit_code == EXIT_OK, run.error
+    return {tool["name"] for tool in run.output["tools"]}
+
+
+def _call(target: Target, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return target.run(*tool_call_args(tool, arguments)).tool_envelope()
+
+
+def _value(envelope: dict[str, Any]) -> dict[str, Any]:
+    assert envelope["ok"] is True, envelope.get("error")
+    value: dict[str, Any] = envelope["output"]["value"]
+    return value
+
+
+def _capture_admit_and_search(target: Target) -> str:
+    """Capture (a nested `payload`), admit, and search until the record is found; returns
+    its record id."""
+    text = f"Courier {uuid.uuid4().hex[:8]} lost the parcel; refund approved."
+    captured = _value(
+        _call(target, "engram_memory_capture", demo_capture_arguments(text, _key("cap")))
+    )
+    assert captured["status"] == "committed_pending"
+    admission = {"candidate_id": captured["candidate_id"], "idempotency_key": _key("adm")}
+    outcome = _value(_call(target, "engram_memory_request_admission", admission))["outcome"]
+    assert outcome["status"] == "accepted"
+    found = _value(_call(target, "engram_memory_search", {"query": text, "purpose_ref": PURPOSE}))[
+        "records"
+    ]
+    assert [record["record"]["record_id"] for record in found] == [outcome["record_id"]]
+    record_id: str = outcome["record_id"]
+    return record_id
+
+
+def _key(label: str) -> str:
+    return f"{label}-{uuid.uuid4().hex}"
+
+
+def test_inspector_lists_the_six_tools_of_a_stdio_gateway_it_launched(
+    stdio_target: Target,
+) -> None:
+    assert _listed_tools(stdio_target) == SIX_TOOLS
+
+
+def test_inspector_captures_admits_and_finds_a_memory_through_a_stdio_gateway(
+    stdio_target: Target,
+) -> None:
+    _capture_admit_and_search(stdio_target)
+
+
+def test_inspector_with_a_bearer_token_lists_captures_and_searches_over_http(
+    tmp_path: Path, http_url: str, issuer: TokenIssuer
+) -> None:
+    target = _http_target(tmp_path, http_url, f"Authorization: Bearer {issuer.mint('alice')}")
+    assert _listed_tools(target) == SIX_TOOLS
+    _capture_admit_and_search(target)
+
+
+def test_inspector_without_a_token_is_told_auth_is_required_over_http(
+    tmp_path: Path, http_url: str
+) -> None:
+    run = _http_target(tmp_path, http_url).run("--method", "tools/list")
+    assert run.exit_code == EXIT_AUTH_REQUIRED
+    assert run.error is not None
+    assert run.error["code"] == "auth_required"
+
+
+def test_inspector_with_a_token_for_another_audience_is_refused_over_http(
+    tmp_path: Path, http_url: str, issuer: TokenIssuer
+) -> None:
+    token = issuer.mint("alice", aud="http://127.0.0.1:1/elsewhere")
+    run = _http_target(tmp_path, http_url, f"Authorization: Bearer {token}").run(
+        "--method", "tools/list"
+    )
+    assert run.exit_code == EXIT_AUTH_REQUIRED
+    assert run.error is not None
+    assert run.error["code"] == "auth_required"
+
+
+def test_inspector_forget_is_refused_gate_failed_and_the_record_stays(
+    tmp_path: Path, http_url: str, issuer: TokenIssuer
+) -> None:
+    # The CLI cannot show a human a confirmation: the gateway must refuse, never assume a yes.
+    target = _http_target(tmp_path, http_url, f"Authorization: Bearer {issuer.mint('alice')}")
+    record_id = _capture_admit_and_search(target)
+    forget = {
+        "record_id": record_id,
+        "idempotency_key": _key("fgt"),
+        "reason_ref": "reason:request",
+    }
+    envelope = _call(target, "engram_memory_forget", forget)
+    assert envelope["ok"] is False
+    assert envelope["error"]["code"] == "gate_failed"
+    still = _call(target, "engram_memory_get", {"record_id": record_id, "purpose_ref": PURPOSE})
+    assert _value(still)["record"]["record_id"] == record_id
