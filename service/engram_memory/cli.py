@@ -1,4 +1,4 @@
-"""`engram-memory serve | demo | policy | audit | host | admin | import`.
+"""`engram-memory serve | demo | policy | audit | host | admin | import | gateway`.
 
 Configuration problems print one line naming the problem and exit 2, before anything is
 written. Nothing here prints secrets, keys or memory content.
@@ -21,7 +21,7 @@ from engram_memory.private_files import use_private_umask
 
 EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
 # Commands that create store, key, export or backup files: they run under umask 077.
-_PRIVATE_COMMANDS = frozenset({"serve", "admin", "audit", "import", "host"})
+_PRIVATE_COMMANDS = frozenset({"serve", "admin", "audit", "import", "host", "gateway"})
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -190,6 +190,12 @@ def _host(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _gateway(args: argparse.Namespace) -> int:
+    from engram_memory.gateway.cli import run
+
+    return run(args)
+
+
 # (flag, what it sets, default) of the streamable HTTP limits and exposure; the ENGRAM_
 # variable of each is its name in capitals after ENGRAM_ (read by http_settings.py).
 _HTTP_FLAG_HELP = (
@@ -350,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     from engram_memory.admin.audit_cli import add_parser as add_audit
     from engram_memory.admin.host_cli import add_parser as add_host
     from engram_memory.bulk.import_cli import add_parser as add_import
+    from engram_memory.gateway.cli import add_parser as add_gateway
     from engram_memory.policy.cli import add_parser as add_policy
 
     add_policy(sub).set_defaults(handler=_policy)
@@ -357,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_host(sub).set_defaults(handler=_host)
     add_admin(sub).set_defaults(handler=_admin)
     add_import(sub).set_defaults(handler=_import)
+    add_gateway(sub).set_defaults(handler=_gateway)
     return parser
 
 

@@ -1,0 +1,124 @@
+"""`engram-memory gateway --config FILE [--check]` and `engram-memory gateway verify-audit FILE`.
+
+Exit codes: 0 stopped normally (or `--check` passed, or the audit chain verified); 1 the
+audit chain does not verify; 2 the configuration, the signing key, the OS user or the audit
+log is unusable (one line per problem, nothing started or written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from pathlib import Path
+
+from engram_memory.contract.errors import ConfigurationError
+
+EXIT_OK = 0
+EXIT_AUDIT_BROKEN = 1
+EXIT_CONFIG = 2
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    gateway = sub.add_parser(
+        "gateway",
+        help="the signing gateway for stock MCP clients (stdio or OAuth-protected HTTP)",
+        description="Serve the memory tools to a stock MCP client, minting the signed "
+        "invocation context (and, after a human's yes through elicitation, the "
+        "confirmation) for every call to the engram-memory server behind it. "
+        "README 'Gateway' documents the configuration file.",
+    )
+    gateway.add_argument("--config", help="the gateway configuration file (YAML)")
+    gateway.add_argument(
+        "--check", action="store_true", help="validate the configuration and key, then exit"
+    )
+    actions = gateway.add_subparsers(dest="gateway_command")
+    verify = actions.add_parser(
+        "verify-audit", help="re-check the hash chain of a gateway audit log (exit 0 / 1)"
+    )
+    verify.add_argument("file", help="the gateway audit log (JSON lines)")
+    return gateway
+
+
+def _say(line: str) -> None:
+    print(f"engram-memory gateway: {line}", file=sys.stderr, flush=True)
+
+
+def _verify_audit(path: Path) -> int:
+    from engram_memory.gateway.audit_log import GatewayAuditInvalid, verify_audit
+
+    try:
+        count = verify_audit(path)
+    except OSError as exc:
+        _say(f"cannot read {path}: {exc.strerror or type(exc).__name__}")
+        return EXIT_CONFIG
+    except GatewayAuditInvalid as exc:
+        print(f"{path}: chain broken at line {exc.line}: {exc.reason}")
+        return EXIT_AUDIT_BROKEN
+    print(f"{path}: {count} entries, chain verified")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `gateway` command.
+
+    Raises:
+        ConfigurationError: the signing key or OS user check failed (cli.py prints it, 2).
+    """
+    if args.gateway_command == "verify-audit":
+        return _verify_audit(Path(args.file))
+    if not args.config:
+        _say("--config FILE is required")
+        return EXIT_CONFIG
+    from engram_memory.gateway.config import GatewayConfigError, load_gateway_config
+
+    try:
+        config = load_gateway_config(Path(args.config))
+    except GatewayConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_CONFIG
+    from engram_memory.host.keys import HostSigningKey
+
+    HostSigningKey.from_pem_file(config.signing_key)  # ConfigurationError: exit 2
+    if config.mode == "stdio":
+        from engram_memory.gateway.stdio import check_os_user
+
+        assert config.stdio is not None
+        check_os_user(config.stdio)
+    if args.check:
+        _say(f"configuration {args.config} is valid (mode {config.mode})")
+        return EXIT_OK
+    return _serve(config)
+
+
+def _serve(config: object) -> int:
+    import anyio
+
+    from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+    from engram_memory.gateway.config import GatewayConfig
+
+    assert isinstance(config, GatewayConfig)
+    try:
+        audit = GatewayAudit.open(config.audit_log, config.host_id)
+    except GatewayAuditUnavailable as exc:
+        raise ConfigurationError(str(exc)) from None
+    with audit:
+        if config.mode == "stdio":
+            from engram_memory.gateway.stdio import serve_stdio
+
+            with contextlib.suppress(KeyboardInterrupt):
+                anyio.run(serve_stdio, config, audit)
+            return EXIT_OK
+        try:
+            # gateway/http.py is gwhttp's (issue 11); until it is merged, say so.
+            from engram_memory.gateway.http import (  # type: ignore[import-not-found,unused-ignore]
+                run_http,
+            )
+        except ImportError:
+            _say("mode http is not available in this build (engram_memory.gateway.http missing)")
+            return EXIT_CONFIG
+        from engram_memory.gateway.stdio import upstream_for
+
+        code: int = run_http(config, upstream_for(config, audit), audit)
+        return code
