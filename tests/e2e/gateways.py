@@ -7,6 +7,7 @@ gateway itself, on a real DuckDB file in the test's directory.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import socket
@@ -100,6 +101,15 @@ def write_http_config(
     path = directory / "team.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def audit_events(config: Path) -> list[tuple[str, str, str | None]]:
+    """(event, reason, tool) of every entry of the gateway audit log beside `config`."""
+    path = config.parent / "gateway-audit.jsonl"
+    if not path.exists():
+        return []
+    entries = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [(entry["event"], entry["reason"], entry.get("tool")) for entry in entries]
 
 
 def reserve_port() -> int:

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,7 @@ from engram_memory.demo import demo_capture_arguments
 from tests.e2e.gateways import (
     ENGRAM_MEMORY,
     PURPOSE,
+    audit_events,
     http_gateway,
     reserve_port,
     write_http_config,
@@ -32,7 +33,9 @@ from tests.e2e.inspector import (
     run_inspector,
     tool_call_args,
 )
-from tests.gateway.token_issuer import TokenIssuer
+
+if TYPE_CHECKING:
+    from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
@@ -64,8 +67,11 @@ def stdio_target(tmp_path: Path, host_secrets: tuple[Path, Path, Path]) -> Targe
     return Target(("--", ENGRAM_MEMORY, "gateway", "--config", str(config)), _home(tmp_path))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def issuer() -> Iterator[TokenIssuer]:
+    # Imported here: only the HTTP tests need the issuer.
+    from tests.gateway.token_issuer import TokenIssuer
+
     issuer = TokenIssuer()
     try:
         yield issuer
@@ -73,22 +79,34 @@ def issuer() -> Iterator[TokenIssuer]:
         issuer.close()
 
 
-@pytest.fixture
-def http_url(
-    tmp_path: Path, host_secrets: tuple[Path, Path, Path], issuer: TokenIssuer
-) -> Iterator[str]:
+@dataclass(frozen=True)
+class Team:
+    """A running team gateway: its MCP URL and its config file (the audit log is beside it)."""
+
+    url: str
+    config: Path
+
+
+@pytest.fixture(scope="module")
+def team(
+    tmp_path_factory: pytest.TempPathFactory,
+    host_secrets: tuple[Path, Path, Path],
+    issuer: TokenIssuer,
+) -> Iterator[Team]:
+    """One team gateway for the module's HTTP tests (each test uses its own texts)."""
+    directory = tmp_path_factory.mktemp("team")
     port = reserve_port()
     issuer.audience = f"http://127.0.0.1:{port}/mcp"
     config = write_http_config(
-        tmp_path,
-        tmp_path / "data",
+        directory,
+        directory / "data",
         host_secrets,
         port=port,
         issuer=issuer.issuer,
         jwks_url=issuer.jwks_url,
     )
     with http_gateway(config, port) as url:
-        yield url
+        yield Team(url, config)
 
 
 def _http_target(tmp_path: Path, url: str, *headers: str) -> Target:
@@ -144,53 +162,28 @@ def _key(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex}"
 
 
-def test_inspector_lists_the_six_tools_of_a_stdio_gateway_it_launched(
+def test_inspector_lists_captures_and_searches_through_a_stdio_gateway_it_launched(
     stdio_target: Target,
 ) -> None:
+    # Each CLI run launches a gateway (and its upstream server) of its own: three runs.
     assert _listed_tools(stdio_target) == SIX_TOOLS
+    text = f"Courier {uuid.uuid4().hex[:8]} lost the parcel; refund approved."
+    arguments = demo_capture_arguments(text, _key("cap"))
+    captured = _value(_call(stdio_target, "engram_memory_capture", arguments))
+    assert captured["status"] == "committed_pending"
+    search = {"query": text, "purpose_ref": PURPOSE}
+    # A pending candidate is never searchable: the search succeeds and finds nothing.
+    assert _value(_call(stdio_target, "engram_memory_search", search))["records"] == []
 
 
-def test_inspector_captures_admits_and_finds_a_memory_through_a_stdio_gateway(
-    stdio_target: Target,
+def test_inspector_with_a_bearer_token_works_over_http_but_cannot_forget_without_a_human(
+    tmp_path: Path, team: Team, issuer: TokenIssuer
 ) -> None:
-    _capture_admit_and_search(stdio_target)
-
-
-def test_inspector_with_a_bearer_token_lists_captures_and_searches_over_http(
-    tmp_path: Path, http_url: str, issuer: TokenIssuer
-) -> None:
-    target = _http_target(tmp_path, http_url, f"Authorization: Bearer {issuer.mint('alice')}")
+    target = _http_target(tmp_path, team.url, f"Authorization: Bearer {issuer.mint('alice')}")
     assert _listed_tools(target) == SIX_TOOLS
-    _capture_admit_and_search(target)
-
-
-def test_inspector_without_a_token_is_told_auth_is_required_over_http(
-    tmp_path: Path, http_url: str
-) -> None:
-    run = _http_target(tmp_path, http_url).run("--method", "tools/list")
-    assert run.exit_code == EXIT_AUTH_REQUIRED
-    assert run.error is not None
-    assert run.error["code"] == "auth_required"
-
-
-def test_inspector_with_a_token_for_another_audience_is_refused_over_http(
-    tmp_path: Path, http_url: str, issuer: TokenIssuer
-) -> None:
-    token = issuer.mint("alice", aud="http://127.0.0.1:1/elsewhere")
-    run = _http_target(tmp_path, http_url, f"Authorization: Bearer {token}").run(
-        "--method", "tools/list"
-    )
-    assert run.exit_code == EXIT_AUTH_REQUIRED
-    assert run.error is not None
-    assert run.error["code"] == "auth_required"
-
-
-def test_inspector_forget_is_refused_gate_failed_and_the_record_stays(
-    tmp_path: Path, http_url: str, issuer: TokenIssuer
-) -> None:
-    # The CLI cannot show a human a confirmation: the gateway must refuse, never assume a yes.
-    target = _http_target(tmp_path, http_url, f"Authorization: Bearer {issuer.mint('alice')}")
     record_id = _capture_admit_and_search(target)
+    # The CLI cannot show a human a confirmation (it declares no elicitation): the gateway
+    # refuses, never assumes a yes, and sends nothing upstream.
     forget = {
         "record_id": record_id,
         "idempotency_key": _key("fgt"),
@@ -201,3 +194,26 @@ def test_inspector_forget_is_refused_gate_failed_and_the_record_stays(
     assert envelope["error"]["code"] == "gate_failed"
     still = _call(target, "engram_memory_get", {"record_id": record_id, "purpose_ref": PURPOSE})
     assert _value(still)["record"]["record_id"] == record_id
+    refused = ("confirmation", "elicitation_unsupported", "engram_memory_forget")
+    assert audit_events(team.config).count(refused) == 1
+
+
+def test_inspector_without_a_token_is_told_auth_is_required_over_http(
+    tmp_path: Path, team: Team
+) -> None:
+    run = _http_target(tmp_path, team.url).run("--method", "tools/list")
+    assert run.exit_code == EXIT_AUTH_REQUIRED
+    assert run.error is not None
+    assert run.error["code"] == "auth_required"
+
+
+def test_inspector_with_a_token_for_another_audience_is_refused_over_http(
+    tmp_path: Path, team: Team, issuer: TokenIssuer
+) -> None:
+    token = issuer.mint("alice", aud="http://127.0.0.1:1/elsewhere")
+    run = _http_target(tmp_path, team.url, f"Authorization: Bearer {token}").run(
+        "--method", "tools/list"
+    )
+    assert run.exit_code == EXIT_AUTH_REQUIRED
+    assert run.error is not None
+    assert run.error["code"] == "auth_required"

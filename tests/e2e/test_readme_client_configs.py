@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -33,12 +33,15 @@ from engram_memory.demo import demo_capture_arguments
 from tests.e2e.gateways import (
     ENGRAM_MEMORY,
     PURPOSE,
+    audit_events,
     http_gateway,
     reserve_port,
     write_http_config,
     write_stdio_config,
 )
-from tests.gateway.token_issuer import TokenIssuer
+
+if TYPE_CHECKING:
+    from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
@@ -203,6 +206,9 @@ def team(
     tmp_path_factory: pytest.TempPathFactory, host_secrets: tuple[Path, Path, Path]
 ) -> Iterator[tuple[str, TokenIssuer]]:
     """One team gateway for the module's HTTP entries: its URL and its identity provider."""
+    # Imported here: only the HTTP tests need the issuer.
+    from tests.gateway.token_issuer import TokenIssuer
+
     directory = tmp_path_factory.mktemp("team")
     port = reserve_port()
     issuer = TokenIssuer(audience=f"http://127.0.0.1:{port}/mcp")
@@ -239,22 +245,32 @@ def test_the_host_examples_mcp_servers_entry_is_the_readmes_desktop_entry() -> N
     assert json.loads(example.read_text(encoding="utf-8")) == readme_entry
 
 
-@pytest.mark.parametrize("name", STDIO_CLIENTS)
-def test_a_readme_desktop_entry_launches_the_gateway_for_a_whole_governed_session(
-    name: str, tmp_path: Path, host_secrets: tuple[Path, Path, Path]
+def test_the_readme_desktop_entries_launch_the_gateway_for_a_whole_governed_session(
+    tmp_path: Path, host_secrets: tuple[Path, Path, Path]
 ) -> None:
     config = write_stdio_config(tmp_path, tmp_path / "data", host_secrets)
-    entry = _entry(name, {BIN_PLACEHOLDER: ENGRAM_MEMORY, CONFIG_PLACEHOLDER: str(config)})
-    server = StdioServerParameters(
-        command=entry["command"], args=entry.get("args", []), env=entry.get("env")
-    )
-    human = Human()
+    replacements = {BIN_PLACEHOLDER: ENGRAM_MEMORY, CONFIG_PLACEHOLDER: str(config)}
+    # Each client's entry, checked against its own keys, is launched as that client would.
+    # Entries that launch the same process (same command, args and env) share one session:
+    # a second launch would prove nothing the first did not.
+    launches: dict[str, StdioServerParameters] = {}
+    for name in STDIO_CLIENTS:
+        entry = _entry(name, replacements)
+        server = StdioServerParameters(
+            command=entry["command"], args=entry.get("args", []), env=entry.get("env")
+        )
+        launches.setdefault(server.model_dump_json(), server)
 
-    async def scenario() -> None:
+    async def scenario(server: StdioServerParameters) -> None:
+        human = Human()
         async with Client(server, elicitation_callback=human, cache=None) as client:
             await _session(client, human)
 
-    anyio.run(scenario)
+    for server in launches.values():
+        anyio.run(scenario, server)
+    # The human's yes reached the gateway's audit, once per session's forget.
+    accepted = ("confirmation", "accepted", "engram_memory_forget")
+    assert audit_events(config).count(accepted) == len(launches)
 
 
 @pytest.mark.parametrize("name", HTTP_CLIENTS)
