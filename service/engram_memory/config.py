@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from engram_memory.config_values import boolean as _bool
+from engram_memory.config_values import flag_or_env as _flag_or_env
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.policy.revision_trust import bundle_service_url
@@ -56,8 +58,6 @@ DEFAULT_CHECKPOINT_INTERVAL_S = 300
 EMBEDDED = "embedded"
 # Start a private `opa run --server` with the bundle on 127.0.0.1 (needs the OPA binary).
 OPA_SPAWN = "opa-spawn"
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
 
 
 @dataclass(frozen=True)
@@ -83,20 +83,6 @@ class ServiceConfig:
     @property
     def uses_opa_server(self) -> bool:
         return self.policy != EMBEDDED
-
-
-def _flag_or_env(flags: Mapping[str, str | None], env: Mapping[str, str], name: str) -> str | None:
-    value = flags.get(name.lower().removeprefix("engram_"))
-    return value if value is not None else env.get(name)
-
-
-def _bool(text: str, name: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigurationError(f"{name} must be true or false, got {text!r}")
 
 
 def _existing_file(text: str | None, name: str) -> Path:

@@ -162,10 +162,10 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_asgi(
-    app: ASGIApp, settings: HttpSettings, port: int, stop: GracefulStop
+    app: ASGIApp, settings: HttpSettings, port: int, stop: GracefulStop, path: str = "/mcp"
 ) -> DrainingServer:
     """uvicorn serving `app` on `settings.host`:`port` with `settings`' connection cap,
-    deadlines and TLS (build a new one per start)."""
+    deadlines and TLS (build a new one per start); `path` is the MCP endpoint it prints."""
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -180,5 +180,5 @@ def serve_asgi(
         timeout_graceful_shutdown=3,
     )
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"{settings.scheme}://{host}:{port}/mcp"
+    url = f"{settings.scheme}://{host}:{port}{path}"
     return DrainingServer(config, stop, url, tls_handshake_timeout=settings.header_timeout_seconds)

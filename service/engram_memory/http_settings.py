@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.config import _bool, _flag_or_env
+from engram_memory.config_values import boolean as _bool
+from engram_memory.config_values import flag_or_env as _flag_or_env
 from engram_memory.contract.errors import ConfigurationError
 
 # SPEC caps an argument object at 1 MiB in compact JCS form; the raw request may escape
