@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -33,9 +33,7 @@ from tests.e2e.inspector import (
     run_inspector,
     tool_call_args,
 )
-
-if TYPE_CHECKING:
-    from tests.gateway.token_issuer import TokenIssuer
+from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
@@ -69,9 +67,6 @@ def stdio_target(tmp_path: Path, host_secrets: tuple[Path, Path, Path]) -> Targe
 
 @pytest.fixture(scope="module")
 def issuer() -> Iterator[TokenIssuer]:
-    # Imported here: only the HTTP tests need the issuer.
-    from tests.gateway.token_issuer import TokenIssuer
-
     issuer = TokenIssuer()
     try:
         yield issuer
@@ -217,3 +212,4 @@ def test_inspector_with_a_token_for_another_audience_is_refused_over_http(
     assert run.exit_code == EXIT_AUTH_REQUIRED
     assert run.error is not None
     assert run.error["code"] == "auth_required"
+    assert ("token_refused", "wrong_audience", None) in audit_events(team.config)

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -39,9 +39,7 @@ from tests.e2e.gateways import (
     write_http_config,
     write_stdio_config,
 )
-
-if TYPE_CHECKING:
-    from tests.gateway.token_issuer import TokenIssuer
+from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
@@ -206,9 +204,6 @@ def team(
     tmp_path_factory: pytest.TempPathFactory, host_secrets: tuple[Path, Path, Path]
 ) -> Iterator[tuple[str, TokenIssuer]]:
     """One team gateway for the module's HTTP entries: its URL and its identity provider."""
-    # Imported here: only the HTTP tests need the issuer.
-    from tests.gateway.token_issuer import TokenIssuer
-
     directory = tmp_path_factory.mktemp("team")
     port = reserve_port()
     issuer = TokenIssuer(audience=f"http://127.0.0.1:{port}/mcp")
