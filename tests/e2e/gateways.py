@@ -28,6 +28,10 @@ PURPOSE = "purpose:support-case"
 # entry's `command` names (`/absolute/path/to/engram-memory/.venv/bin/engram-memory`).
 ENGRAM_MEMORY = str(Path(sys.executable).parent / "engram-memory")
 START_DEADLINE_S = 60.0
+# The placeholders README.md's client entries (and examples/host/mcp-servers.json) document.
+BIN_PLACEHOLDER = "/absolute/path/to/engram-memory/.venv/bin/engram-memory"
+CONFIG_PLACEHOLDER = "/absolute/path/to/gateway.yaml"
+URL_PLACEHOLDER = "https://memory.example.com/mcp"
 
 
 def _upstream(data_dir: Path, secrets: tuple[Path, Path, Path]) -> dict[str, Any]:

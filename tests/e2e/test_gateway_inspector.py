@@ -1,5 +1,6 @@
 """A stock MCP client, the MCP Inspector's CLI from the npm registry, drives `engram-memory
-gateway` over stdio (the Inspector launches the gateway, which launches the real server) and
+gateway` over stdio (the Inspector launches the gateway from the documented `mcpServers` entry,
+and the gateway launches the real server) and
 over OAuth-protected streamable HTTP (a token from a local issuer sent as a bearer header).
 
 Assertions read the JSON the CLI prints: its exit code, the error envelope's `code`, and the
@@ -18,6 +19,8 @@ import pytest
 
 from engram_memory.demo import demo_capture_arguments
 from tests.e2e.gateways import (
+    BIN_PLACEHOLDER,
+    CONFIG_PLACEHOLDER,
     ENGRAM_MEMORY,
     PURPOSE,
     audit_events,
@@ -37,6 +40,7 @@ from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
+EXAMPLE_ENTRY = Path(__file__).resolve().parents[2] / "examples/host/mcp-servers.json"
 SIX_TOOLS = {
     "engram_memory_capture",
     "engram_memory_request_admission",
@@ -55,14 +59,22 @@ class Target:
     home: Path
 
     def run(self, *args: str) -> InspectorRun:
-        # Method flags first, the target last: a stdio target's `--` ends the CLI's options.
         return run_inspector([*args, *self.flags], home=self.home)
 
 
 @pytest.fixture
 def stdio_target(tmp_path: Path, host_secrets: tuple[Path, Path, Path]) -> Target:
+    """The Inspector reading the documented desktop entry (examples/host/mcp-servers.json,
+    the README's Claude Desktop block) from a file, placeholders filled in, as its config."""
     config = write_stdio_config(tmp_path, tmp_path / "data", host_secrets)
-    return Target(("--", ENGRAM_MEMORY, "gateway", "--config", str(config)), _home(tmp_path))
+    entry = (
+        EXAMPLE_ENTRY.read_text(encoding="utf-8")
+        .replace(BIN_PLACEHOLDER, ENGRAM_MEMORY)
+        .replace(CONFIG_PLACEHOLDER, str(config))
+    )
+    servers = tmp_path / "claude_desktop_config.json"
+    servers.write_text(entry, encoding="utf-8")
+    return Target(("--config", str(servers), "--server", "engram-memory"), _home(tmp_path))
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
@@ -31,8 +32,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from engram_memory.demo import demo_capture_arguments
 from tests.e2e.gateways import (
+    BIN_PLACEHOLDER,
+    CONFIG_PLACEHOLDER,
     ENGRAM_MEMORY,
     PURPOSE,
+    URL_PLACEHOLDER,
     audit_events,
     http_gateway,
     reserve_port,
@@ -45,9 +49,6 @@ pytestmark = pytest.mark.e2e
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MARKER = re.compile(r"<!-- client-config: ([a-z0-9-]+) -->\n```(\w+)\n(.*?)\n```", re.S)
-BIN_PLACEHOLDER = "/absolute/path/to/engram-memory/.venv/bin/engram-memory"
-CONFIG_PLACEHOLDER = "/absolute/path/to/gateway.yaml"
-URL_PLACEHOLDER = "https://memory.example.com/mcp"
 SIX_TOOLS = {
     "engram_memory_capture",
     "engram_memory_request_admission",
@@ -287,3 +288,20 @@ def test_a_readme_team_entry_reaches_the_gateway_with_a_signed_in_token(
             await _session(client, human)
 
     anyio.run(scenario)
+
+
+def test_a_client_given_only_the_readme_url_discovers_where_its_user_signs_in(
+    team: tuple[str, TokenIssuer],
+) -> None:
+    # What VS Code, Cursor and Claude Code do first with the URL (README: "How the sign-in
+    # happens"): a request without a token, the challenge, the protected-resource metadata.
+    url, issuer = team
+    challenge = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert challenge.status_code == httpx.codes.UNAUTHORIZED
+    scheme, _, parameters = challenge.headers["www-authenticate"].partition(" ")
+    assert scheme == "Bearer"
+    found = re.search(r'resource_metadata="([^"]+)"', parameters)
+    assert found is not None
+    metadata = httpx.get(found.group(1)).json()
+    assert metadata["resource"] == url
+    assert metadata["authorization_servers"] == [issuer.issuer]
