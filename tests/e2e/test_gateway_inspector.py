@@ -9,6 +9,7 @@ engram-memory envelope's `ok`, `status` and error `code`, never message text.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from tests.e2e.inspector import (
     EXIT_AUTH_REQUIRED,
     EXIT_OK,
     InspectorRun,
+    pinned_version,
     run_inspector,
     tool_call_args,
 )
@@ -167,6 +169,18 @@ def _capture_admit_and_search(target: Target) -> str:
 
 def _key(label: str) -> str:
     return f"{label}-{uuid.uuid4().hex}"
+
+
+def test_the_inspector_is_pinned_to_one_version_and_one_dependency_tree() -> None:
+    tools = Path(__file__).resolve().parents[2] / "scripts/inspector"
+    package = json.loads((tools / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((tools / "package-lock.json").read_text(encoding="utf-8"))
+    name = "@modelcontextprotocol/inspector"
+    assert package["dependencies"] == {name: pinned_version()}
+    assert lock["packages"][f"node_modules/{name}"]["version"] == pinned_version()
+    # Every package pinned by its integrity hash, none by a registry URL.
+    pinned = [entry for path, entry in lock["packages"].items() if path]
+    assert all("integrity" in entry and "resolved" not in entry for entry in pinned)
 
 
 def test_inspector_lists_captures_and_searches_through_a_stdio_gateway_it_launched(
