@@ -368,12 +368,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _gateway_parser() -> argparse.ArgumentParser:
+    from engram_memory.gateway.cli import add_parser as add_gateway
+
+    parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_gateway(sub).set_defaults(handler=_gateway)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("mcp").setLevel(logging.WARNING)
-    args = build_parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    # A desktop client starts the gateway at every launch: its parser alone spares the
+    # imports of every other command's (about two seconds).
+    args = (_gateway_parser() if raw[:1] == ["gateway"] else build_parser()).parse_args(raw)
     # Whatever DuckDB creates on its own (WAL, temporary files, attached copies) must be as
     # private as the files we create with explicit modes (private_files.py).
     previous_umask = use_private_umask() if args.command in _PRIVATE_COMMANDS else None

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     HostSigningKey.from_pem_file(config.signing_key)  # ConfigurationError: exit 2
     if config.mode == "stdio":
-        from engram_memory.gateway.stdio import check_os_user
+        from engram_memory.gateway.os_user import check_os_user
 
         assert config.stdio is not None
         check_os_user(config.stdio)

@@ -19,7 +19,6 @@ Refusals the gateway decides itself:
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,13 +37,14 @@ from engram_memory.gateway import confirm
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
 from engram_memory.gateway.config import GatewayConfig
+from engram_memory.gateway.minting import InvocationMinter
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
     ConfirmationBinding,
     mint_confirmation,
 )
-from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
+from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
 
 log = logging.getLogger("engram_memory.gateway")
@@ -124,6 +124,7 @@ class _Gateway:
         self.config = config
         self.audit = audit
         self.signer = HostSigningKey.from_pem_file(config.signing_key)
+        self.minter = InvocationMinter(self.signer, config.host_id)
         self.confirmed = config.confirmed_tools
         self.states = confirm.RequestStates(config.confirmation.timeout_s)
 
@@ -134,18 +135,7 @@ class _Gateway:
             raise _context_unavailable() from None
 
     def _invocation(self, caller: Caller, purpose: str) -> str:
-        return mint_invocation(
-            self.signer,
-            host_id=self.config.host_id,
-            tenant=caller.tenant,
-            workspace=caller.workspace,
-            principal=caller.principal,
-            agent_id=caller.agent_id,
-            session=caller.session,
-            purpose_ref=purpose,
-            audit_id=f"audit:{uuid.uuid4().hex}",
-            groups=caller.groups,
-        )
+        return self.minter.mint(caller, purpose)
 
     def _record(self, event: str, **fields: Any) -> str:
         try:

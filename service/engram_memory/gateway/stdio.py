@@ -9,38 +9,16 @@ file copied to another account must not let that account act as its author.
 from __future__ import annotations
 
 import contextlib
-import os
-import pwd
 
 import anyio
 from mcp.server.stdio import stdio_server
 
-from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, new_stdio_session
 from engram_memory.gateway.config import GatewayConfig, StdioBinding
+from engram_memory.gateway.os_user import check_os_user as check_os_user
 from engram_memory.gateway.server import build_gateway_server
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
-
-
-def effective_os_user() -> str:
-    """The name of the effective user (the uid when it has no passwd entry)."""
-    uid = os.geteuid()
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-def check_os_user(binding: StdioBinding) -> None:
-    """Raises: ConfigurationError: the effective OS user is not `os_user` and the
-    configuration does not allow another user."""
-    actual = effective_os_user()
-    if actual != binding.os_user and not binding.allow_other_os_user:
-        raise ConfigurationError(
-            f"stdio.os_user is {binding.os_user!r} but the gateway runs as {actual!r} "
-            "(set stdio.allow_other_os_user: true for a service account)"
-        )
 
 
 def stdio_caller(binding: StdioBinding) -> Caller:

@@ -1,0 +1,109 @@
+"""The gateway's two upstream kinds and what it does when the upstream fails.
+
+A running `serve --transport http` behind a URL; a stdio child that dies mid-call (a
+failpoint SIGKILLs it right after a commit) and is restarted on the next call; a URL where
+nothing listens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from mcp import MCPError
+from mcp.client.session import ClientRequestContext
+
+from engram_memory.demo import demo_capture_arguments
+from engram_memory.failpoints import ENV_VAR
+from tests.e2e.gateway_support import (
+    PURPOSE,
+    code,
+    envelope,
+    forget_arguments,
+    gateway_client,
+    get,
+    key,
+    os_user,
+    remembered,
+    value,
+    write_setup,
+)
+from tests.servers import free_port, http_server
+
+pytestmark = pytest.mark.e2e
+
+Secrets = tuple[Path, Path, Path]
+CAPTURE = "engram_memory_capture"
+
+
+async def _accept(
+    _ctx: ClientRequestContext, _params: types.ElicitRequestParams
+) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"confirm": True})
+
+
+async def test_a_running_http_server_serves_as_the_upstream(
+    tmp_path: Path, host_secrets: Secrets
+) -> None:
+    stdio_setup = write_setup(tmp_path / "env", host_secrets)
+    with http_server(stdio_setup.env) as (process, url):
+        setup = write_setup(tmp_path, host_secrets, upstream_url=url)
+        async with gateway_client(setup, mode="auto", elicit=_accept) as client:
+            record_id = await remembered(client, "Courier refund for parcel 5521.")
+            found = value(
+                await client.call_tool(
+                    "engram_memory_search", {"query": "parcel 5521", "purpose_ref": PURPOSE}
+                )
+            )
+            assert [hit["record"]["record_id"] for hit in found["records"]] == [record_id]
+            forgotten = value(
+                await client.call_tool("engram_memory_forget", forget_arguments(record_id))
+            )
+            assert forgotten["receipt"]["to_state"] == "tombstoned"
+        process.terminate()
+        process.wait(timeout=20)
+    # The HTTP server's store, read once it stopped: the human's yes reached its audit.
+    assert ("engram_memory_forget", "ok", f"human:{os_user()}") in stdio_setup.upstream_audit()
+
+
+async def test_a_child_killed_after_commit_is_unknown_then_restarted_and_the_retry_replays(
+    tmp_path: Path, host_secrets: Secrets
+) -> None:
+    failpoint = {ENV_VAR: f"kill_after_commit:{CAPTURE}"}
+    setup = write_setup(tmp_path, host_secrets, upstream_env=failpoint)
+    arguments = demo_capture_arguments("Committed, then the answer was lost.", key("cap"))
+    async with gateway_client(setup) as client:
+        lost = envelope(await client.call_tool(CAPTURE, arguments))
+        assert lost["error"]["code"] == "MUTATION_OUTCOME_UNKNOWN"
+        assert lost["error"]["retriable"] is True
+        retried = value(await client.call_tool(CAPTURE, arguments))
+        assert retried["status"] == "duplicate_exact"
+    events = [(e["event"], e["reason"]) for e in setup.gateway_audit()]
+    assert events == [
+        ("upstream_unavailable", "connection_lost"),
+        ("upstream_restarted", "connection_lost"),
+    ]
+    assert setup.gateway_audit()[0]["audit_id"] == lost["auditId"]
+
+
+async def test_an_unreachable_upstream_is_store_unavailable_and_nothing_else(
+    tmp_path: Path, host_secrets: Secrets
+) -> None:
+    setup = write_setup(tmp_path, host_secrets, upstream_url=f"http://127.0.0.1:{free_port()}/mcp")
+    async with gateway_client(setup, elicit=_accept) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.list_tools()
+        assert caught.value.error.code == -32000
+        for tool, arguments in (
+            (CAPTURE, demo_capture_arguments("Never stored.", key("cap"))),
+            ("engram_memory_forget", forget_arguments("mem_" + "a" * 52)),
+        ):
+            refused = envelope(await client.call_tool(tool, arguments))
+            assert (refused["error"]["code"], refused["error"]["retriable"]) == (
+                "STORE_UNAVAILABLE",
+                True,
+            )
+        assert code(await get(client, "mem_" + "a" * 52)) == "STORE_UNAVAILABLE"
+    reasons = [(e["event"], e["reason"]) for e in setup.gateway_audit()]
+    assert ("upstream_unavailable", "connect_failed") in reasons
