@@ -13,8 +13,11 @@ documents, so a typo'd or invented key fails here rather than in a user's client
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import shlex
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
@@ -25,6 +28,7 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
+import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
@@ -41,13 +45,13 @@ from tests.e2e.gateways import (
     http_gateway,
     reserve_port,
     write_http_config,
-    write_stdio_config,
 )
 from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+DESKTOP_EXAMPLE = README.parent / "examples/gateway/desktop.yaml"
 MARKER = re.compile(r"<!-- client-config: ([a-z0-9-]+) -->\n```(\w+)\n(.*?)\n```", re.S)
 SIX_TOOLS = {
     "engram_memory_capture",
@@ -241,10 +245,31 @@ def test_the_host_examples_mcp_servers_entry_is_the_readmes_desktop_entry() -> N
     assert json.loads(example.read_text(encoding="utf-8")) == readme_entry
 
 
+@pytest.fixture
+def desktop_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The README's desktop set-up, step by step, for a user whose home is in tmp_path: keys,
+    ~/.engram, a copy of examples/gateway/desktop.yaml with the two documented edits (this OS
+    user, an absolute `engram-memory`), and `--check`. Returns the copy's path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # what the client's launch passes on, too
+    secrets = home / ".engram-secrets"
+    subprocess.run([ENGRAM_MEMORY, "host", "init", "--dir", str(secrets)], check=True)
+    (home / ".engram").mkdir()
+    config = home / ".engram/gateway.yaml"
+    document = yaml.safe_load(DESKTOP_EXAMPLE.read_text(encoding="utf-8"))
+    document["stdio"]["os_user"] = pwd.getpwuid(os.geteuid()).pw_name
+    document["upstream"]["command"][0] = ENGRAM_MEMORY
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    check = subprocess.run([ENGRAM_MEMORY, "gateway", "--config", str(config), "--check"])
+    assert check.returncode == 0
+    return config
+
+
 def test_the_readme_desktop_entries_launch_the_gateway_for_a_whole_governed_session(
-    tmp_path: Path, host_secrets: tuple[Path, Path, Path]
+    desktop_config: Path,
 ) -> None:
-    config = write_stdio_config(tmp_path, tmp_path / "data", host_secrets)
+    config = desktop_config
     replacements = {BIN_PLACEHOLDER: ENGRAM_MEMORY, CONFIG_PLACEHOLDER: str(config)}
     # Each client's entry, checked against its own keys, is launched as that client would.
     # Entries that launch the same process (same command, args and env) share one session:
