@@ -181,6 +181,9 @@ def test_the_inspector_is_pinned_to_one_version_and_one_dependency_tree() -> Non
     # Every package pinned by its integrity hash, none by a registry URL.
     pinned = [entry for path, entry in lock["packages"].items() if path]
     assert all("integrity" in entry and "resolved" not in entry for entry in pinned)
+    # The README's Inspector command names the version the tests drive.
+    readme = (tools.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"{name}@{pinned_version()} --cli" in readme
 
 
 def test_inspector_lists_captures_and_searches_through_a_stdio_gateway_it_launched(
