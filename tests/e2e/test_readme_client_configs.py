@@ -64,9 +64,12 @@ SIX_TOOLS = {
 STDIO_CLIENTS = ("claude-desktop", "vscode-stdio", "cursor-stdio")
 HTTP_CLIENTS = ("vscode-http", "cursor-http", "claude-code")
 
-# The keys each client documents for the entry (sources in the README section's test notes:
-# the MCP docs' "Connect to local MCP servers" for Claude Desktop, VS Code's "MCP
-# configuration reference", Cursor's MCP docs, Claude Code's `claude mcp add`).
+# The keys each client documents for a server entry, from the clients' own pages: Claude
+# Desktop, modelcontextprotocol.io/docs/develop/connect-local-servers (`mcpServers`: command,
+# args, env); VS Code, code.visualstudio.com/docs/copilot/reference/mcp-configuration
+# (`servers`, `inputs`; stdio: type, command, args, env, envFile; http: type, url, headers);
+# Cursor, cursor.com/docs/context/mcp (`mcpServers`: command, args, env, or url, headers);
+# Claude Code, code.claude.com/docs/en/mcp (`claude mcp add --transport http NAME URL`).
 DOCUMENTED: dict[str, tuple[str, frozenset[str], frozenset[str], frozenset[str]]] = {
     # client: (map key, allowed top-level keys, allowed entry keys, required entry keys)
     "claude-desktop": (
@@ -119,12 +122,15 @@ def _substituted(text: str, replacements: Mapping[str, str]) -> str:
     return text
 
 
-def _entry(name: str, replacements: Mapping[str, str]) -> dict[str, Any]:
-    """The one server entry of a JSON block, after checking it against its client's keys."""
-    language, text = readme_blocks()[name]
-    assert language == "json"
-    document = json.loads(_substituted(text, replacements))
+def documented_entry(name: str, document: Any) -> dict[str, Any]:
+    """The one server entry of a client's configuration document.
+
+    Raises:
+        AssertionError: the document uses a key its client does not document, or lacks one
+            the client requires.
+    """
     map_key, top_keys, entry_keys, required = DOCUMENTED[name]
+    assert isinstance(document, dict)
     assert set(document) <= top_keys, f"{name}: undocumented top-level keys"
     (entry,) = document[map_key].values()
     assert required <= set(entry) <= entry_keys, f"{name}: undocumented or missing entry keys"
@@ -132,6 +138,13 @@ def _entry(name: str, replacements: Mapping[str, str]) -> dict[str, Any]:
         assert entry["type"] == ("stdio" if "command" in entry else "http")
     entry_dict: dict[str, Any] = entry
     return entry_dict
+
+
+def _entry(name: str, replacements: Mapping[str, str]) -> dict[str, Any]:
+    """The one server entry of a README JSON block, checked against its client's keys."""
+    language, text = readme_blocks()[name]
+    assert language == "json"
+    return documented_entry(name, json.loads(_substituted(text, replacements)))
 
 
 def _claude_code_url(replacements: Mapping[str, str]) -> str:
@@ -237,6 +250,23 @@ async def _bearer_client(url: str, token: str, human: Human) -> AsyncIterator[Cl
 
 def test_the_readme_marks_one_block_per_documented_client() -> None:
     assert set(readme_blocks()) == {*STDIO_CLIENTS, *HTTP_CLIENTS}
+
+
+@pytest.mark.parametrize(
+    ("name", "document"),
+    [
+        ("claude-desktop", {"mcpServers": {"m": {"command": "x", "cwd": "/"}}}),
+        ("vscode-stdio", {"servers": {"m": {"command": "x"}}}),
+        ("vscode-http", {"servers": {"m": {"type": "sse", "url": "https://h/mcp"}}}),
+        ("cursor-http", {"mcpServers": {"m": {"url": "https://h/mcp", "auth": {}}}}),
+        ("cursor-stdio", {"mcpServers": {"m": {"command": "x"}}, "servers": {}}),
+    ],
+)
+def test_the_key_check_refuses_an_entry_its_client_does_not_document(
+    name: str, document: dict[str, Any]
+) -> None:
+    with pytest.raises(AssertionError):
+        documented_entry(name, document)
 
 
 def test_the_host_examples_mcp_servers_entry_is_the_readmes_desktop_entry() -> None:
