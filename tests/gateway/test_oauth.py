@@ -21,6 +21,7 @@ from engram_memory.gateway.oauth import (
     ServedScope,
     TokenRules,
 )
+from engram_memory.gateway.token_cache import TokenCache
 from tests.gateway.conftest import RESOURCE
 from tests.gateway.token_issuer import OMIT, TokenIssuer
 
@@ -208,3 +209,34 @@ async def test_an_idp_outage_keeps_the_cached_keys_and_no_jwks_at_all_refuses_ev
     cold = verifier(issuer, audit, Clock())
     assert await cold.verify_token(issuer.mint()) is None
     assert entries(audit)[-1]["reason"] == "jwks_unavailable"
+
+
+def test_the_cache_keeps_a_token_until_its_expiry_or_its_own_lifetime_and_stays_bounded() -> None:
+    clock = Clock()
+    cache: TokenCache[str] = TokenCache(ttl_s=60, capacity=3, clock=clock)
+    cache.put("short", "S", expires_at=clock.now + 30)
+    cache.put("long", "L", expires_at=clock.now + 600)
+    assert cache.get("short") == "S"
+    clock.now += 31
+    assert cache.get("short") is None
+    assert cache.get("long") == "L"
+    clock.now += 30
+    assert cache.get("long") is None
+    for name in "abcd":
+        cache.put(name, name, expires_at=clock.now + 600)
+    assert cache.get("a") is None
+    assert cache.get("d") == "d"
+
+
+async def test_an_accepted_token_is_answered_from_the_cache_and_a_refused_one_judged_each_time(
+    issuer: TokenIssuer, audit: GatewayAudit
+) -> None:
+    check = verifier(issuer, audit)
+    token = issuer.mint()
+    first = await check.verify_token(token)
+    assert first is not None
+    assert await check.verify_token(token) is first
+    wrong = issuer.mint(aud="https://other.example/mcp")
+    assert await check.verify_token(wrong) is None
+    assert await check.verify_token(wrong) is None
+    assert [entry["reason"] for entry in entries(audit)] == ["wrong_audience"] * 2

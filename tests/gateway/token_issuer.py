@@ -14,6 +14,7 @@ import hmac
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -161,6 +162,8 @@ class TokenIssuer:
             "groups": groups,
             "azp": azp,
             "scope": scope,
+            # Two tokens minted in the same second differ, as an IdP's do.
+            "jti": uuid.uuid4().hex,
             **(extra or {}),
         }
         claims = {name: value for name, value in claims.items() if value is not OMIT}

@@ -86,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
 
         assert config.stdio is not None
         check_os_user(config.stdio)
+    else:
+        from engram_memory.gateway.http import http_settings
+
+        assert config.http is not None
+        http_settings(config.http)  # ConfigurationError (off loopback, no allowed_hosts): exit 2
     if args.check:
         _say(f"configuration {args.config} is valid (mode {config.mode})")
         return EXIT_OK

@@ -24,6 +24,7 @@ import sys
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
 
+import anyio
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -44,6 +45,9 @@ from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
 from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSettings, is_loopback
 from engram_memory.stopping import GracefulStop
+
+# How long a stopping gateway lets the upstream connection close on its own.
+UPSTREAM_CLOSE_S = 5.0
 
 
 def _source(mapping: ClaimMapping) -> ClaimSource:
@@ -142,14 +146,27 @@ def gateway_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(asgi: Starlette) -> AsyncIterator[None]:
-        async with upstream, sdk_lifespan(asgi):
-            # Start the upstream now; a failure shows on the first call (and is retried).
-            with contextlib.suppress(UpstreamUnavailable):
-                await upstream.connect()
-            yield
+        # The deadline is set once serving ended: a stop during the upstream's own start-up
+        # must not wait for it to finish starting; past the bound, closing it is cancelled
+        # (which ends the child).
+        with anyio.CancelScope() as closing:
+            async with upstream:
+                async with sdk_lifespan(asgi), anyio.create_task_group() as group:
+                    # The upstream starts while the first clients connect; a failure shows
+                    # on the first call (and is retried there), as in stdio mode.
+                    group.start_soon(_warm_up, upstream)
+                    yield
+                    group.cancel_scope.cancel()
+                closing.deadline = anyio.current_time() + UPSTREAM_CLOSE_S
+        verifier.flush_refusals()
 
     app.router.lifespan_context = lifespan
     return app
+
+
+async def _warm_up(upstream: Upstream) -> None:
+    with contextlib.suppress(UpstreamUnavailable):
+        await upstream.connect()
 
 
 def run_http(config: GatewayConfig, upstream: Upstream, audit: GatewayAudit) -> int:

@@ -51,6 +51,8 @@ from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
 from engram_memory.gateway.audit_log import GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
 from engram_memory.gateway.jwks import JwksCache, JwksUnavailable, SigningKey, UnknownKey
+from engram_memory.gateway.refusal_flood import RefusalFlood
+from engram_memory.gateway.token_cache import TokenCache
 from engram_memory.host.confirmation import check_approver
 from engram_memory.host.tokens import TokenInvalid
 
@@ -135,8 +137,17 @@ def _shown(value: object) -> str:
 class JwtVerifier:
     """The SDK's `TokenVerifier` for the gateway: JWT access tokens from one issuer."""
 
-    def __init__(self, rules: TokenRules, keys: JwksCache, audit: RefusalLog) -> None:
+    def __init__(
+        self,
+        rules: TokenRules,
+        keys: JwksCache,
+        audit: RefusalLog,
+        accepted: TokenCache[GatewayAccessToken] | None = None,
+        flood: RefusalFlood | None = None,
+    ) -> None:
         self._rules, self._keys, self._audit = rules, keys, audit
+        self._accepted = accepted if accepted is not None else TokenCache()
+        self._flood = flood if flood is not None else RefusalFlood()
         self._algorithms = frozenset(a for a in rules.algorithms if not _NEVER.match(a))
         self._served = {(s.tenant, s.workspace): s for s in rules.scopes}
 
@@ -147,26 +158,43 @@ class JwtVerifier:
         refusal is audited: the SDK then answers 403 `insufficient_scope`, which tells the
         client to ask for more scope rather than for a new login.
         """
+        digest = "sha256:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+        cached = self._accepted.get(digest)
+        if cached is not None:
+            return cached
         try:
             claims = await self._verified_claims(token)
-            access = self._bound(token, claims)
+            access = self._bound(digest, claims)
         except _Refused as refused:
             await self._refuse(refused)
             return None
         missing = [s for s in self._rules.required_scopes if s not in access.scopes]
         if missing:
             await self._refuse(_Refused("insufficient_scope", missing=_shown(" ".join(missing))))
+        elif access.expires_at is not None:
+            self._accepted.put(digest, access, access.expires_at)
         return access
 
     async def _refuse(self, refused: _Refused) -> None:
-        # The entry is fsynced: in a worker thread, so a storm of bad tokens does not stall
-        # the event loop that serves everyone else (the log serializes its writers).
-        def write() -> None:
-            self._audit.record("token_refused", reason=refused.reason, detail=refused.detail)
+        written, summaries = self._flood.admit(refused.reason)
+        entries = [(summary.reason, summary.detail) for summary in summaries]
+        if written:
+            entries.append((refused.reason, refused.detail))
+        if entries:
+            # Each entry is fsynced: in a worker thread, so bad tokens do not stall the
+            # event loop that serves everyone else (the log serializes its writers).
+            await anyio.to_thread.run_sync(self._write, entries)
 
-        with contextlib.suppress(GatewayAuditUnavailable):
-            # Refused either way; a log that cannot be written fails the calls that need it.
-            await anyio.to_thread.run_sync(write)
+    def flush_refusals(self) -> None:
+        """Write the summaries of every open refusal window (when the gateway stops)."""
+        self._write([(summary.reason, summary.detail) for summary in self._flood.ended()])
+
+    def _write(self, entries: list[tuple[str, Mapping[str, str]]]) -> None:
+        for reason, detail in entries:
+            with contextlib.suppress(GatewayAuditUnavailable):
+                # Refused either way; a log that cannot be written fails the calls that
+                # need it.
+                self._audit.record("token_refused", reason=reason, detail=detail)
 
     async def _verified_claims(self, token: str) -> dict[str, Any]:
         if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
@@ -230,7 +258,7 @@ class JwtVerifier:
             raise _Refused("bad_signature") from None
         return claims
 
-    def _bound(self, token: str, claims: Mapping[str, Any]) -> GatewayAccessToken:
+    def _bound(self, digest: str, claims: Mapping[str, Any]) -> GatewayAccessToken:
         rules = self._rules
         principal = _ref(claims, rules.principal, "principal")
         tenant = _ref(claims, rules.tenant, "tenant")
@@ -253,7 +281,7 @@ class JwtVerifier:
         else:
             raise _Refused("missing_claim", claim="azp")
         return GatewayAccessToken(
-            token="sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest(),
+            token=digest,
             client_id=client or agent,
             scopes=_token_scopes(claims),
             # The SDK drops a token past `expires_at`; ours already allowed the leeway.
