@@ -72,6 +72,7 @@ def write_setup(
     upstream_url: str | None = None,
     confirmation_timeout_s: float = 30,
     upstream_env: dict[str, str] | None = None,
+    confirmation_tools: tuple[str, ...] = (),
     **stdio: Any,
 ) -> GatewaySetup:
     """A stdio-mode configuration in `directory` (relative paths, as an operator writes it)."""
@@ -97,7 +98,7 @@ def write_setup(
         "signing_key": str(signing_key),
         "audit_log": "gateway-audit.jsonl",
         "upstream": {**upstream, "timeout_s": 30},
-        "confirmation": {"timeout_s": confirmation_timeout_s},
+        "confirmation": {"timeout_s": confirmation_timeout_s, "tools": list(confirmation_tools)},
         "stdio": binding,
     }
     config = directory / "gateway.yaml"

@@ -194,6 +194,30 @@ async def test_no_elicitation_capability_or_a_foreign_purpose_is_refused_and_not
     assert calls == [CAPTURE, ADMIT, "engram_memory_get"]
 
 
+async def test_tools_the_policy_makes_confirmable_are_confirmed_when_configured(
+    tmp_path: Path, host_secrets: Secrets
+) -> None:
+    """The shipped policy data requires a confirmation for dave's captures and admissions;
+    listed in `confirmation.tools`, the gateway asks the human for them too."""
+    setup = write_setup(
+        tmp_path, host_secrets, principal="user:dave", confirmation_tools=(CAPTURE, ADMIT)
+    )
+    async with gateway_client(setup, mode="auto", elicit=_accept) as client:
+        arguments = demo_capture_arguments("Dave's confirmed note.", key("cap"))
+        captured = value(await client.call_tool(CAPTURE, arguments))
+        admission = {"candidate_id": captured["candidate_id"], "idempotency_key": key("adm")}
+        admitted = value(await client.call_tool(ADMIT, admission))
+        assert admitted["outcome"]["status"] == "accepted"
+    digest = operation_digest(CAPTURE, normalize(arguments))  # type: ignore[arg-type]
+    confirmations = [(e["tool"], e["target"], e["reason"]) for e in setup.gateway_audit()]
+    assert confirmations == [
+        (CAPTURE, digest, "accepted"),  # a capture's target is its operation digest
+        (ADMIT, captured["candidate_id"], "accepted"),
+    ]
+    approved = {(tool, approver) for tool, outcome, approver in setup.upstream_audit()}
+    assert {(CAPTURE, f"human:{os_user()}"), (ADMIT, f"human:{os_user()}")} <= approved
+
+
 def _gateway_run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*GATEWAY, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
