@@ -231,14 +231,22 @@ def test_inspector_without_a_token_is_told_auth_is_required_over_http(
     assert run.error["code"] == "auth_required"
 
 
-def test_inspector_with_a_token_for_another_audience_is_refused_over_http(
-    tmp_path: Path, team: Team, issuer: TokenIssuer
+@pytest.mark.parametrize(
+    ("claims", "reason"),
+    [
+        ({"aud": "http://127.0.0.1:1/elsewhere"}, "wrong_audience"),
+        ({"tenant": "globex"}, "scope_not_served"),
+        ({"exp": 1_000_000_000}, "expired"),
+    ],
+)
+def test_inspector_with_a_token_the_gateway_refuses_is_told_auth_is_required_over_http(
+    tmp_path: Path, team: Team, issuer: TokenIssuer, claims: dict[str, Any], reason: str
 ) -> None:
-    token = issuer.mint("alice", aud="http://127.0.0.1:1/elsewhere")
+    token = issuer.mint("alice", **claims)
     run = _http_target(tmp_path, team.url, f"Authorization: Bearer {token}").run(
         "--method", "tools/list"
     )
     assert run.exit_code == EXIT_AUTH_REQUIRED
     assert run.error is not None
     assert run.error["code"] == "auth_required"
-    assert ("token_refused", "wrong_audience", None) in audit_events(team.config)
+    assert ("token_refused", reason, None) in audit_events(team.config)
