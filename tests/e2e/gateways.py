@@ -124,7 +124,12 @@ def reserve_port() -> int:
 @contextmanager
 def http_gateway(config: Path, port: int) -> Iterator[str]:
     """`engram-memory gateway --config CONFIG` (mode http) until the block ends; yields its
-    MCP URL once it accepts connections."""
+    MCP URL once it accepts connections.
+
+    Raises:
+        RuntimeError: the gateway exited during start-up (its stderr is in the message) or
+            did not accept connections within START_DEADLINE_S.
+    """
     # stderr to a file, not a pipe nobody drains: a chatty gateway must not block on it.
     log_path = config.with_suffix(".stderr")
     with log_path.open("wb") as log:

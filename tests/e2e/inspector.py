@@ -35,8 +35,11 @@ def pinned_version() -> str:
 
 
 def inspector_bin() -> Path:
-    """$ENGRAM_INSPECTOR_BIN, else the pinned version in the tool cache; fails the test when
-    neither is there."""
+    """$ENGRAM_INSPECTOR_BIN, else the pinned version in the tool cache.
+
+    Raises:
+        pytest.fail.Exception: neither is an executable (the test fails, never skips).
+    """
     configured = os.environ.get(BIN_ENV)
     cache = Path(os.environ.get("ENGRAM_TOOL_CACHE", Path.home() / ".cache/engram-memory/tools"))
     candidate = (
@@ -75,7 +78,11 @@ class InspectorRun:
 
 def run_inspector(args: Sequence[str], *, home: Path, timeout_s: float = 120) -> InspectorRun:
     """`mcp-inspector --cli --format json --quiet ARGS` with HOME at `home`, so the
-    Inspector's catalog, OAuth store and secrets file stay in the test's directory."""
+    Inspector's catalog, OAuth store and secrets file stay in the test's directory.
+
+    Raises:
+        subprocess.TimeoutExpired: the CLI did not finish within `timeout_s`.
+    """
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "NO_COLOR": "1"}
     completed = subprocess.run(
         [str(inspector_bin()), "--cli", "--format", "json", "--quiet", *args],
