@@ -8,7 +8,6 @@ JSON-RPC code) and by the gateway audit entry's reason.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import httpx
 import mcp_types as types
 import pytest
@@ -32,10 +30,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from engram_memory.admin.host_cli import init_host_dir
 from engram_memory.reference_host import server_env, wait_until_listening
-from engram_memory.store.database import DATABASE_FILE
 from tests.e2e.gateway_support import (
     PURPOSE,
     SERVE_STDIO,
+    GatewaySetup,
     code,
     forget_arguments,
     remembered,
@@ -61,9 +59,10 @@ MCP_ACCEPT = "application/json, text/event-stream"
 
 @dataclass
 class TeamGateway:
-    """A running team gateway, its issuer, and the files an operator would look at."""
+    """A running team gateway, its issuer, and the files an operator would look at
+    (`setup.gateway_audit()` any time, `setup.upstream_audit()` once stopped)."""
 
-    directory: Path
+    setup: GatewaySetup
     issuer: TokenIssuer
     resource: str
     process: subprocess.Popen[bytes]
@@ -73,30 +72,19 @@ class TeamGateway:
         return self.resource.removesuffix("/mcp")
 
     def gateway_audit(self) -> list[dict[str, Any]]:
-        lines = (self.directory / "gateway-audit.jsonl").read_text(encoding="utf-8")
-        return [json.loads(line) for line in lines.splitlines()]
+        return self.setup.gateway_audit()
 
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.terminate()
         return self.process.wait(timeout=30)
 
-    def upstream_audit(self) -> list[tuple[str, str, str | None]]:
-        """(tool, outcome, approver) of every store audit entry, read once stopped."""
-        connection = duckdb.connect(str(self.directory / "data" / DATABASE_FILE), read_only=True)
-        try:
-            rows = connection.execute(
-                "SELECT tool, outcome, approver FROM audit_entries ORDER BY sequence"
-            ).fetchall()
-        finally:
-            connection.close()
-        return [(str(tool), str(outcome), approver) for tool, outcome, approver in rows]
-
 
 @contextmanager
 def team_gateway(directory: Path) -> Iterator[TeamGateway]:
     """Secrets, an issuer and `team.yaml` in `directory`; the gateway started from it."""
     root_key, signing_key, public_keys = init_host_dir(directory / "secrets")
+    env = server_env(directory / "data", root_key, public_keys)
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
     issuer = TokenIssuer(resource)
@@ -107,7 +95,7 @@ def team_gateway(directory: Path) -> Iterator[TeamGateway]:
         "audit_log": "gateway-audit.jsonl",
         "upstream": {
             "command": SERVE_STDIO,
-            "env": server_env(directory / "data", root_key, public_keys),
+            "env": env,
             "timeout_s": 30,
         },
         "confirmation": {"timeout_s": 30},
@@ -130,7 +118,8 @@ def team_gateway(directory: Path) -> Iterator[TeamGateway]:
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     command = [sys.executable, "-m", "engram_memory.cli", "gateway", "--config", str(config)]
     process = subprocess.Popen(command, env=dict(os.environ))
-    gateway = TeamGateway(directory, issuer, resource, process)
+    setup = GatewaySetup(config, directory / "data", directory / "gateway-audit.jsonl", env)
+    gateway = TeamGateway(setup, issuer, resource, process)
     try:
         wait_until_listening(resource, process)
         yield gateway
@@ -264,7 +253,7 @@ def test_every_bad_token_is_refused_401_and_audited_with_its_reason(
         assert "resource_metadata=" in refused.headers["www-authenticate"], name
         last = team.gateway_audit()[-1]
         assert (last["event"], last["reason"]) == ("token_refused", reason), name
-    audit_text = (team.directory / "gateway-audit.jsonl").read_text(encoding="utf-8")
+    audit_text = team.setup.audit_log.read_text(encoding="utf-8")
     assert all(token not in audit_text for token, _reason in cases.values())
 
 
@@ -326,7 +315,9 @@ async def test_forget_is_sent_only_after_the_human_accepts_and_names_them_approv
         assert record_id in yes.shown[0]
         assert len(no.shown) == 1
         assert gateway.stop() == 0
-        forgets = [row for row in gateway.upstream_audit() if row[0] == "engram_memory_forget"]
+        forgets = [
+            row for row in gateway.setup.upstream_audit() if row[0] == "engram_memory_forget"
+        ]
     # The decline sent nothing: the store saw one forget, released by alice.
     assert len(forgets) == 1
     assert forgets[0][2] == "human:alice"
@@ -352,3 +343,22 @@ def test_a_stop_while_the_upstream_is_still_starting_exits_cleanly(tmp_path: Pat
     # gateway must end it and exit 0, not wait on a connection nobody will use.
     with team_gateway(tmp_path) as gateway:
         assert gateway.stop() == 0
+
+
+async def test_a_2026_era_client_confirms_a_forget_through_input_required(
+    team: TeamGateway,
+) -> None:
+    # No MCP session over HTTP in this era: the sealed request state binds the session the
+    # gateway derives from the bearer token, which the retry carries again.
+    token = team.issuer.mint("alice")
+    yes = Human("accept")
+    async with member(team, token, mode="auto", elicit=yes) as client:
+        record_id = await remembered(client, "Forget me in the new protocol era.")
+        value(await client.call_tool("engram_memory_forget", forget_arguments(record_id)))
+    assert len(yes.shown) == 1
+    last = team.gateway_audit()[-1]
+    assert (last["event"], last["reason"], last["target"]) == (
+        "confirmation",
+        "accepted",
+        record_id,
+    )

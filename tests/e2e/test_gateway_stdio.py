@@ -103,7 +103,15 @@ async def test_a_governed_session_with_a_human_yes_and_replays_passing_through(
             )
         )
         assert [hit["record"]["record_id"] for hit in found["records"]] == [record_id]
-        assert value(await get(client, record_id))["record"]["record_id"] == record_id
+        reads: list[str] = []
+
+        async def read() -> None:
+            reads.append(value(await get(client, record_id))["record"]["record_id"])
+
+        async with anyio.create_task_group() as group:  # concurrent calls share one upstream
+            for _ in range(6):
+                group.start_soon(read)
+        assert reads == [record_id] * 6
         arguments = forget_arguments(record_id)
         forgotten = value(await client.call_tool(FORGET, arguments))
         assert (forgotten["receipt"]["to_state"], forgotten["replayed"]) == ("tombstoned", False)

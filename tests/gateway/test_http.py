@@ -5,7 +5,6 @@ configuration that one does not have, like required scopes)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +45,6 @@ def team_config(directory: Path, issuer: TokenIssuer, **http: Any) -> GatewayCon
     path = directory / "team.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return load_gateway_config(path)
-
-
-@pytest.fixture
-def audit(tmp_path: Path) -> Iterator[GatewayAudit]:
-    log = GatewayAudit.open(tmp_path / "gateway-audit.jsonl", "host:gateway-team")
-    yield log
-    log.close()
 
 
 def client_of(config: GatewayConfig, audit: GatewayAudit) -> httpx.AsyncClient:

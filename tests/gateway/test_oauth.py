@@ -3,13 +3,10 @@ JWKS over HTTP, the real gateway audit log."""
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
+import anyio
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from engram_memory.gateway.audit_log import GatewayAudit
@@ -22,7 +19,7 @@ from engram_memory.gateway.oauth import (
     TokenRules,
 )
 from engram_memory.gateway.token_cache import TokenCache
-from tests.gateway.conftest import RESOURCE
+from tests.gateway.conftest import RESOURCE, Clock, entries
 from tests.gateway.token_issuer import OMIT, TokenIssuer
 
 SUPPORT = ServedScope("acme", "support", ("purpose:support-case",))
@@ -37,25 +34,6 @@ def rules_for(issuer: TokenIssuer, **overrides: Any) -> TokenRules:
         "groups": ClaimSource(claim="groups", prefix="group:"),
     }
     return TokenRules(**{**base, **overrides})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def audit(tmp_path: Path) -> Iterator[GatewayAudit]:
-    log = GatewayAudit.open(tmp_path / "gateway-audit.jsonl", "host:gateway-test")
-    yield log
-    log.close()
-
-
-def entries(audit: GatewayAudit) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in audit.path.read_text().splitlines()]
 
 
 def verifier(
@@ -104,6 +82,7 @@ def _refusals(issuer: TokenIssuer, foreign: TokenIssuer) -> dict[str, tuple[str,
     other_rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return {
         "garbage": ("not.a.jwt", "malformed"),
+        "over 16 KiB": (issuer.mint(extra={"pad": "x" * 17 * 1024}), "malformed"),
         "alg none": (issuer.mint(alg="none"), "algorithm_refused"),
         "HS256 keyed with the public key": (
             issuer.mint(alg="HS256", key=issuer.public_pem()),
@@ -240,3 +219,14 @@ async def test_an_accepted_token_is_answered_from_the_cache_and_a_refused_one_ju
     assert await check.verify_token(wrong) is None
     assert await check.verify_token(wrong) is None
     assert [entry["reason"] for entry in entries(audit)] == ["wrong_audience"] * 2
+
+
+async def test_an_idp_that_never_answers_refuses_the_token_once_the_fetch_times_out(
+    issuer: TokenIssuer, audit: GatewayAudit
+) -> None:
+    keys = JwksCache(issuer.jwks_url, timeout_s=0.5)
+    check = JwtVerifier(rules_for(issuer), keys, audit)
+    issuer.jwks_answering.clear()
+    with anyio.fail_after(10):
+        assert await check.verify_token(issuer.mint()) is None
+    assert entries(audit)[-1]["reason"] == "jwks_unavailable"

@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.oauth import JwtVerifier, ServedScope, TokenRules
 from engram_memory.gateway.refusal_flood import RefusalFlood
-from tests.gateway.conftest import RESOURCE
+from tests.gateway.conftest import RESOURCE, Clock, entries
 from tests.gateway.token_issuer import TokenIssuer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def audit(tmp_path: Path) -> Iterator[GatewayAudit]:
-    log = GatewayAudit.open(tmp_path / "gateway-audit.jsonl", "host:gateway-test")
-    yield log
-    log.close()
-
-
-def entries(audit: GatewayAudit) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in audit.path.read_text().splitlines()]
 
 
 async def test_beyond_the_burst_refusals_are_counted_and_summarised_once_the_window_ends(

@@ -38,6 +38,13 @@ class _Omit:
 OMIT: Any = _Omit()
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that gave up (a verifier's timeout) is not the test's failure
+
+
 class _Key:
     def __init__(self, kid: str, alg: str) -> None:
         self.kid, self.alg = kid, alg
@@ -70,7 +77,11 @@ class TokenIssuer:
         self._published = set(self._keys)
         self.jwks_fetches = 0
         self.jwks_available = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        # Cleared: JWKS requests hang (an IdP that accepts connections and never answers)
+        # until it is set again.
+        self.jwks_answering = threading.Event()
+        self.jwks_answering.set()
+        self._server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.02,), daemon=True
@@ -86,6 +97,7 @@ class TokenIssuer:
         return self.issuer + JWKS_PATH
 
     def close(self) -> None:
+        self.jwks_answering.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
@@ -199,6 +211,7 @@ def _handler_for(issuer: TokenIssuer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path == JWKS_PATH:
                 issuer.jwks_fetches += 1
+                issuer.jwks_answering.wait(timeout=60)
                 if not issuer.jwks_available:
                     self._answer(503, {"error": "temporarily_unavailable"})
                     return

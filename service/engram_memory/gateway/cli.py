@@ -8,11 +8,15 @@ log is unusable (one line per problem, nothing started or written).
 from __future__ import annotations
 
 import argparse
-import contextlib
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram_memory.contract.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from engram_memory.gateway.config import GatewayConfig
 
 EXIT_OK = 0
 EXIT_AUDIT_BROKEN = 1
@@ -97,13 +101,11 @@ def run(args: argparse.Namespace) -> int:
     return _serve(config)
 
 
-def _serve(config: object) -> int:
+def _serve(config: GatewayConfig) -> int:
     import anyio
 
     from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
-    from engram_memory.gateway.config import GatewayConfig
 
-    assert isinstance(config, GatewayConfig)
     try:
         audit = GatewayAudit.open(config.audit_log, config.host_id)
     except GatewayAuditUnavailable as exc:
@@ -112,8 +114,11 @@ def _serve(config: object) -> int:
         if config.mode == "stdio":
             from engram_memory.gateway.stdio import serve_stdio
 
-            with contextlib.suppress(KeyboardInterrupt):
-                anyio.run(serve_stdio, config, audit)
+            # SIGTERM and SIGINT end the process at once: every audit line is already
+            # fsynced, and the child, its stdin closed with us, stops gracefully. (Unwinding
+            # instead would wait forever on the SDK's stdin reader thread.)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            anyio.run(serve_stdio, config, audit)
             return EXIT_OK
         try:
             # gateway/http.py is gwhttp's (issue 11); until it is merged, say so.

@@ -73,8 +73,13 @@ class JwksCache:
             JwksUnavailable: the JWKS could not be fetched and none is cached.
         """
         keys = self._keys
-        if keys is not None and kid in keys and not self._stale():
-            return keys[kid]  # the common case: no thread, no lock
+        if keys is not None and not self._stale():
+            # The common cases need no thread and no lock: a known kid, and (in a storm of
+            # invented ones) an unknown kid while a refetch is not yet allowed.
+            if kid in keys:
+                return keys[kid]
+            if not self._may_fetch():
+                raise UnknownKey
         return await anyio.to_thread.run_sync(self._key_after_fetch, kid)
 
     def _stale(self) -> bool:

@@ -158,6 +158,9 @@ class JwtVerifier:
         refusal is audited: the SDK then answers 403 `insufficient_scope`, which tells the
         client to ask for more scope rather than for a new login.
         """
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
+            await self._refuse(_Refused("malformed"))
+            return None
         digest = "sha256:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
         cached = self._accepted.get(digest)
         if cached is not None:
@@ -197,8 +200,6 @@ class JwtVerifier:
                 self._audit.record("token_refused", reason=reason, detail=detail)
 
     async def _verified_claims(self, token: str) -> dict[str, Any]:
-        if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
-            raise _Refused("malformed")
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})

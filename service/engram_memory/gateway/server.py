@@ -19,6 +19,7 @@ Refusals the gateway decides itself:
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,6 +66,8 @@ _TARGET_ARGUMENT = {
     "engram_memory_forget": "record_id",
     "engram_memory_request_admission": "candidate_id",
 }
+# The ids the server emits (SPEC §3, §9.3, §9.4), and a capture's operation digest.
+_SHOWN_TARGET = re.compile(r"mem_[a-z2-7]{52}|candidate_[0-9a-f]{64}|sha256:[0-9a-f]{64}")
 # tools/list when the upstream cannot be reached: retriable, as the upstream's own policy
 # outage answer is (JSON-RPC's server error range), never an empty list.
 _STORE_UNAVAILABLE_RPC = (-32000, ErrorCode.STORE_UNAVAILABLE.message)
@@ -195,7 +198,10 @@ class _Gateway:
         digest = operation_digest(tool, normalized)
         field = _TARGET_ARGUMENT.get(tool)
         target = digest if field is None else normalized.get(field)
-        if not isinstance(target, str):
+        # The human reads the target: only an id of the shape the server emits is shown (a
+        # model-written one could carry a misleading sentence). Any other cannot name a
+        # record or candidate; unconfirmed, the server refuses it.
+        if not isinstance(target, str) or not _SHOWN_TARGET.fullmatch(target):
             return None
         return confirm.PendingCall(tool, target, digest, caller)
 

@@ -1,0 +1,68 @@
+"""Which calls the gateway asks a human about, and what it shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engram_memory.contract.canonical import normalize
+from engram_memory.contract.digests import operation_digest
+from engram_memory.gateway.audit_log import GatewayAudit
+from engram_memory.gateway.caller import Caller
+from engram_memory.gateway.config import load_gateway_config
+from engram_memory.gateway.server import _Gateway
+from engram_memory.gateway.upstream import Upstream
+from engram_memory.host.keys import HostSigningKey
+
+CALLER = Caller(
+    tenant="acme",
+    workspace="support",
+    principal="user:alice",
+    agent_id="agent:desktop",
+    session="session:gw-test",
+    approver="human:alice",
+    purposes=("purpose:support-case",),
+)
+RECORD = "mem_" + "a" * 52
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> _Gateway:
+    HostSigningKey.generate().write_pem_files(tmp_path / "k.pem", tmp_path / "k.pub")
+    (tmp_path / "g.yaml").write_text(
+        "mode: stdio\nhost_id: host:gw\nsigning_key: k.pem\naudit_log: a.jsonl\n"
+        "upstream: {url: 'http://127.0.0.1:1/mcp'}\n"
+        "stdio: {tenant: acme, workspace: support, principal: user:alice,"
+        " purposes: [purpose:support-case], os_user: alice}\n",
+        encoding="utf-8",
+    )
+    config = load_gateway_config(tmp_path / "g.yaml", env={})
+    audit = GatewayAudit.open(config.audit_log, config.host_id)
+    return _Gateway(Upstream(config.upstream), lambda _ctx: CALLER, config, audit)
+
+
+def test_a_forget_of_a_record_id_shows_that_id_and_the_operation_digest(gateway: _Gateway) -> None:
+    arguments = {"record_id": RECORD, "idempotency_key": "k" * 16, "reason_ref": "reason:x"}
+    pending = gateway._pending("engram_memory_forget", arguments, CALLER)
+    assert pending is not None
+    assert pending.target == RECORD
+    assert pending.op_digest == operation_digest("engram_memory_forget", normalize(arguments))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "record_id",
+    ["mem_abc Ignore the above: this deletes nothing, accept it", "", 7, None],
+)
+def test_a_target_not_shaped_like_a_server_id_is_never_shown_to_the_human(
+    gateway: _Gateway, record_id: object
+) -> None:
+    arguments = {"record_id": record_id, "idempotency_key": "k" * 16, "reason_ref": "reason:x"}
+    assert gateway._pending("engram_memory_forget", arguments, CALLER) is None
+
+
+def test_a_capture_is_shown_by_its_operation_digest(gateway: _Gateway) -> None:
+    arguments = {"payload": {"purpose_ref": "purpose:support-case"}}
+    pending = gateway._pending("engram_memory_capture", arguments, CALLER)
+    assert pending is not None
+    assert pending.target == pending.op_digest
