@@ -129,28 +129,30 @@ async def test_a_governed_session_with_a_human_yes_and_replays_passing_through(
     assert (FORGET, "ok", f"human:{os_user()}") in setup.upstream_audit()
 
 
-async def test_decline_cancel_timeout_and_a_forged_meta_confirmation_send_nothing_upstream(
+async def test_decline_cancel_timeout_error_and_a_forged_meta_confirmation_send_nothing_upstream(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
     setup = write_setup(tmp_path, host_secrets, confirmation_timeout_s=1)
     signer = HostSigningKey.from_pem_file(host_secrets[1])
     never = anyio.Event()
-    answers = ["decline", "cancel", "false", "wait", "decline"]
+    answers = ["decline", "cancel", "false", "wait", "error", "decline"]
 
     async def answer(
         _ctx: ClientRequestContext, _params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
+    ) -> types.ElicitResult | types.ErrorData:
         kind = answers.pop(0)
         if kind == "wait":
             await never.wait()  # the human never answers; the gateway's timeout must
         if kind == "false":
             return types.ElicitResult(action="accept", content={"confirm": False})
+        if kind == "error":
+            return types.ErrorData(code=types.INTERNAL_ERROR, message="no dialog available")
         return types.ElicitResult(action=kind)  # type: ignore[arg-type]
 
     async with gateway_client(setup, elicit=answer) as client:
         record_id = await remembered(client, "Escalation note for case 881.")
         refusals = [
-            envelope(await client.call_tool(FORGET, forget_arguments(record_id))) for _ in range(4)
+            envelope(await client.call_tool(FORGET, forget_arguments(record_id))) for _ in range(5)
         ]
         # A validly signed confirmation for exactly this call, sent by the client: were it
         # forwarded, the upstream would forget the record. The gateway asks the human.
@@ -170,9 +172,16 @@ async def test_decline_cancel_timeout_and_a_forged_meta_confirmation_send_nothin
         assert refusal["error"]["code"] == "gate_failed"
         assert refusal["error"]["retriable"] is False
     reasons = [e["reason"] for e in setup.gateway_audit() if e["event"] == "confirmation"]
-    assert reasons == ["declined", "cancelled", "declined", "timed_out", "declined"]
+    assert reasons == [
+        "declined",
+        "cancelled",
+        "declined",
+        "timed_out",
+        "elicitation_failed",
+        "declined",
+    ]
     assert [e["audit_id"] for e in setup.gateway_audit()] == [r["auditId"] for r in refusals]
-    assert verify_audit(setup.audit_log) == 5
+    assert verify_audit(setup.audit_log) == 6
     assert all(tool != FORGET for tool, _outcome, _approver in setup.upstream_audit())
 
 
@@ -258,13 +267,21 @@ def test_a_bad_configuration_exits_2_with_one_located_line_per_problem(tmp_path:
     assert f"{config}:3: stdio.tenant: " in result.stderr
 
 
-def test_an_unreadable_signing_key_or_unwritable_audit_log_exits_2(
+def test_an_unreadable_signing_key_missing_upstream_program_or_unwritable_audit_log_exits_2(
     tmp_path: Path, host_secrets: Secrets
 ) -> None:
     setup = write_setup(tmp_path, host_secrets)
     no_key = setup.config.read_text(encoding="utf-8").replace(str(host_secrets[1]), "missing.pem")
     setup.config.write_text(no_key, encoding="utf-8")
     result = _gateway_run("--config", str(setup.config))
+    assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
+    setup = write_setup(tmp_path, host_secrets)
+    no_program = setup.config.read_text(encoding="utf-8").replace(
+        f"- {SERVE_STDIO[0]}", "- /nonexistent/engram-memory"
+    )
+    assert no_program != setup.config.read_text(encoding="utf-8")
+    setup.config.write_text(no_program, encoding="utf-8")
+    result = _gateway_run("--config", str(setup.config), "--check")
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
     setup = write_setup(tmp_path, host_secrets)
     no_log = setup.config.read_text(encoding="utf-8").replace(

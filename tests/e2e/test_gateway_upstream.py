@@ -7,6 +7,10 @@ nothing listens.
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mcp_types as types
@@ -14,9 +18,12 @@ import pytest
 from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
+from engram_memory.contract.errors import ErrorCode
 from engram_memory.demo import demo_capture_arguments
 from engram_memory.failpoints import ENV_VAR
+from engram_memory.store.database import DATABASE_FILE
 from tests.e2e.gateway_support import (
+    GATEWAY,
     PURPOSE,
     code,
     envelope,
@@ -94,7 +101,11 @@ async def test_an_unreachable_upstream_is_store_unavailable_and_nothing_else(
     async with gateway_client(setup, elicit=_accept) as client:
         with pytest.raises(MCPError) as caught:
             await client.list_tools()
-        assert caught.value.error.code == -32000
+        # Retriable (JSON-RPC's server error range), with the contract's constant message.
+        assert (caught.value.error.code, caught.value.error.message) == (
+            -32000,
+            ErrorCode.STORE_UNAVAILABLE.message,
+        )
         for tool, arguments in (
             (CAPTURE, demo_capture_arguments("Never stored.", key("cap"))),
             ("engram_memory_forget", forget_arguments("mem_" + "a" * 52)),
@@ -107,3 +118,44 @@ async def test_an_unreachable_upstream_is_store_unavailable_and_nothing_else(
         assert code(await get(client, "mem_" + "a" * 52)) == "STORE_UNAVAILABLE"
     reasons = [(e["event"], e["reason"]) for e in setup.gateway_audit()]
     assert ("upstream_unavailable", "connect_failed") in reasons
+
+
+def _wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll `condition` until it holds or `seconds` pass (a bounded wait, not a sleep)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _children(pid: int) -> list[int]:
+    listed = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(child) for child in listed.stdout.split()]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_a_stop_signal_ends_the_gateway_at_once_and_its_child_stops(
+    tmp_path: Path, host_secrets: Secrets, stop: signal.Signals
+) -> None:
+    setup = write_setup(tmp_path, host_secrets)
+    gateway = subprocess.Popen(
+        [*GATEWAY, "--config", str(setup.config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # The child is started at once (before any client request) and opens its store.
+        assert _wait_until(lambda: (setup.data_dir / DATABASE_FILE).exists(), 60)
+        children = _children(gateway.pid)
+        assert len(children) == 1
+        gateway.send_signal(stop)
+        assert gateway.wait(timeout=20) == -stop
+        child = Path(f"/proc/{children[0]}")
+        assert _wait_until(lambda: not child.exists(), 30)
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.wait()

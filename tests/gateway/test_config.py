@@ -103,6 +103,7 @@ def test_variables_expand_from_the_environment_and_an_unset_one_is_a_located_pro
         (("  os_user: alice", "  os_user: alice\n  approver: robot:x"), [(14, "stdio.approver")]),
         (("  env: {ENGRAM_DATA_DIR: /var/engram}", "  url: http://x/mcp"), [(5, "upstream")]),
         (("upstream:\n", "upstream:\n  timeout_s: 0\n"), [(6, "upstream.timeout_s")]),
+        (("  os_user: alice", "  os_user: ' alice'"), [(8, "stdio")]),
     ],
     ids=[
         "unknown_key",
@@ -112,6 +113,7 @@ def test_variables_expand_from_the_environment_and_an_unset_one_is_a_located_pro
         "approver_not_human",
         "command_and_url",
         "timeout_out_of_bounds",
+        "os_user_unfit_for_the_default_approver",
     ],
 )
 def test_each_stdio_problem_is_reported_at_its_line_and_field(

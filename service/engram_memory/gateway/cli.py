@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from engram_memory.host.keys import HostSigningKey
 
     HostSigningKey.from_pem_file(config.signing_key)  # ConfigurationError: exit 2
+    _check_upstream_program(config)
     if config.mode == "stdio":
         from engram_memory.gateway.os_user import check_os_user
 
@@ -99,6 +100,24 @@ def run(args: argparse.Namespace) -> int:
         _say(f"configuration {args.config} is valid (mode {config.mode})")
         return EXIT_OK
     return _serve(config)
+
+
+def _check_upstream_program(config: GatewayConfig) -> None:
+    """Raises: ConfigurationError: `upstream.command[0]` is not an executable file (looked
+    up on the child's PATH when it holds no `/`)."""
+    import os
+    import shutil
+
+    command = config.upstream.command
+    if command is None:
+        return
+    # The child's PATH, as upstream.child_environment gives it (not imported: it needs the
+    # MCP SDK, which `--check` spares).
+    search_path = config.upstream.env.get("PATH", os.environ.get("PATH"))
+    if shutil.which(command[0], path=search_path) is None:
+        raise ConfigurationError(
+            f"upstream.command[0] {command[0]!r} is not an executable file (nor found on PATH)"
+        )
 
 
 def _serve(config: GatewayConfig) -> int:

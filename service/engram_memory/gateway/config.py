@@ -126,6 +126,17 @@ class StdioBinding(_Model):
                 raise ValueError(f"must be `human:<subject>` ({exc})") from None
         return value
 
+    @model_validator(mode="after")
+    def _default_approver(self) -> StdioBinding:
+        if self.approver is None:
+            try:
+                check_approver(self.effective_approver)
+            except TokenInvalid as exc:
+                raise ValueError(
+                    f"os_user cannot name the approver; set `approver` ({exc})"
+                ) from None
+        return self
+
     @property
     def effective_approver(self) -> str:
         return self.approver if self.approver is not None else f"human:{self.os_user}"

@@ -73,9 +73,13 @@ _SHOWN_TARGET = re.compile(r"mem_[a-z2-7]{52}|candidate_[0-9a-f]{64}|sha256:[0-9
 _STORE_UNAVAILABLE_RPC = (-32000, ErrorCode.STORE_UNAVAILABLE.message)
 
 
+class _GatewayRefusal(MCPError):
+    """A refusal the gateway decided, with its own constant message (passed unchanged)."""
+
+
 def _context_unavailable() -> MCPError:
     code = ProtocolCode.CONTEXT_UNAVAILABLE
-    return MCPError(code.rpc_code, code.message)
+    return _GatewayRefusal(code.rpc_code, code.message)
 
 
 def purpose_argument(tool: str, arguments: Mapping[str, Any] | None) -> object:
@@ -156,7 +160,7 @@ class _Gateway:
             return await self.upstream.list_tools(meta)
         except UpstreamUnavailable as failure:
             self._record("upstream_unavailable", reason=failure.reason, caller=caller)
-            raise MCPError(*_STORE_UNAVAILABLE_RPC) from None
+            raise _GatewayRefusal(*_STORE_UNAVAILABLE_RPC) from None
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -167,7 +171,7 @@ class _Gateway:
         if purpose is None:
             self._record("caller_refused", reason="purpose_not_allowed", caller=caller, tool=tool)
             raise _context_unavailable()
-        meta: dict[str, Any] = {INVOCATION_META_KEY: self._invocation(caller, purpose)}
+        confirmation: str | None = None
         if tool in self.confirmed:
             pending = self._pending(tool, arguments, caller)
             # Arguments that cannot even be normalized fail the upstream's schema check,
@@ -176,7 +180,11 @@ class _Gateway:
                 outcome = await self._confirm(ctx, params, pending)
                 if isinstance(outcome, types.InputRequiredResult | types.CallToolResult):
                     return outcome
-                meta[CONFIRMATION_META_KEY] = outcome
+                confirmation = outcome
+        # Minted once the human answered: a slow answer must not outlive the token.
+        meta: dict[str, Any] = {INVOCATION_META_KEY: self._invocation(caller, purpose)}
+        if confirmation is not None:
+            meta[CONFIRMATION_META_KEY] = confirmation
         try:
             return await self.upstream.call_tool(tool, arguments, meta)
         except UpstreamUnavailable as failure:
@@ -251,6 +259,8 @@ class _ConstantErrors:
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         try:
             return await call_next(ctx)
+        except _GatewayRefusal:
+            raise
         except MCPError as error:
             raise MCPError(
                 error.error.code, wire_error_message(error.error.code, error.error.message)

@@ -14,6 +14,7 @@ and the reconnection is reported through `on_reconnect` (the gateway audits it).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
@@ -26,6 +27,8 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from engram_memory.gateway.config import UpstreamConfig
+
+log = logging.getLogger("engram_memory.gateway")
 
 _CONNECTION_CLOSED = (types.CONNECTION_CLOSED, "Connection closed")
 
@@ -146,6 +149,9 @@ class Upstream:
                 await connection.ready.wait()
             if connection.client is None:
                 connection.stop.set()
+                # The class only: a message could carry a URL's credentials or a path.
+                reason = type(connection.error).__name__ if connection.error else "timeout"
+                log.warning("upstream cannot be reached (%s)", reason)
                 raise UpstreamUnavailable(False, "connect_failed")
             self._connection = connection
             self._connections_made += 1
