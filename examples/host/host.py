@@ -32,12 +32,15 @@ Each of 5-7 is one line on stderr naming the problem (engram_memory.connection_f
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import logging
 import os
 import shlex
 import string
 import sys
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -197,13 +200,39 @@ def server_of(config: HostConfig) -> StdioServerParameters | str:
 # ------------------------------------------------------------------------ the human's "yes"
 
 
+async def read_line(stdin: TextIO) -> str:
+    """`stdin.readline()` on a daemon thread of its own ("" at end of input).
+
+    Not an AnyIO worker thread: a read blocked on the terminal cannot be cancelled, and a
+    worker thread is joined at exit, so Ctrl-C at a prompt would hang the host until the
+    human pressed Enter. A daemon thread is simply left behind.
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def deliver(line: str) -> None:
+        if not answer.done():
+            answer.set_result(line)
+
+    def read() -> None:
+        try:
+            line = stdin.readline()
+        except (OSError, ValueError):  # stdin closed under us: end of input
+            line = ""
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the host is leaving
+            loop.call_soon_threadsafe(deliver, line)
+
+    threading.Thread(target=read, name="host stdin", daemon=True).start()
+    return await answer
+
+
 def terminal_approver(config: HostConfig, stdin: TextIO, stderr: TextIO) -> Approver:
     """Ask the human at the terminal. Only an explicit `yes` approves; anything else,
     including end of input, is a no. ADAPT: your UI, with your authenticated user."""
 
     async def read_line(text: str) -> str:
         print(text, end="", file=stderr, flush=True)
-        return await anyio.to_thread.run_sync(stdin.readline)
+        return await read_line(stdin)
 
     async def approve(prompt: ConfirmationPrompt) -> str | None:
         print(
@@ -380,7 +409,7 @@ async def repl(commands: HostCommands, parser: argparse.ArgumentParser, stdin: T
     """
     while True:
         print("engram> ", end="", file=sys.stderr, flush=True)
-        line = await anyio.to_thread.run_sync(stdin.readline)
+        line = await read_line(stdin)
         if not line:
             return OK  # end of input
         try:
