@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.core.host_audit import RefusalReason
+from engram_memory.contract.refusals import RefusalReason
 from engram_memory.host.context import INVOCATION_META_KEY
 
 MAX_NESTING_DEPTH = 64
