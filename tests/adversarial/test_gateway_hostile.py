@@ -16,6 +16,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,7 @@ PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 DEADLINE_S = 30.0
 FORGET = "engram_memory_forget"
 CAPTURE = "engram_memory_capture"
+SEARCH = "engram_memory_search"
 # A record id of the shape the server emits (SPEC §3): the confirmation would be asked.
 RECORD_ID = "mem_" + "a" * 52
 _PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"'
@@ -144,6 +146,21 @@ def raw_gateway(setup: GatewaySetup) -> Iterator[RawGateway]:
         gateway.close()
 
 
+def _searched(gateway: RawGateway) -> None:
+    """One legitimate call first: the upstream is up, and the store's audit (read once
+    everything stopped) shows what reaching it looks like (`_reached`)."""
+    arguments = json.dumps({"query": "anything", "purpose_ref": PURPOSE})
+    answer = gateway.exchange(_call(99, SEARCH, arguments))
+    assert _envelope(answer)["ok"] is True
+
+
+def _reached(setup: GatewaySetup) -> list[str]:
+    """The tools of the store's audit entries; the search of `_searched` always among them."""
+    tools = [row[0] for row in setup.upstream_audit()]
+    assert SEARCH in tools
+    return tools
+
+
 def _envelope(answer: dict[str, Any]) -> dict[str, Any]:
     envelope: dict[str, Any] = answer["result"]["structuredContent"]
     return envelope
@@ -194,6 +211,7 @@ def test_duplicate_argument_keys_are_invalid_schema_and_nothing_reaches_the_upst
     setup: GatewaySetup,
 ) -> None:
     with raw_gateway(setup) as gateway:
+        _searched(gateway)
         answers = [
             gateway.exchange(_capture(11, ',"text":"a","text":"b"')),
             # "é" precomposed and decomposed: equal after NFC (SPEC §3).
@@ -215,7 +233,7 @@ def test_duplicate_argument_keys_are_invalid_schema_and_nothing_reaches_the_upst
     assert [e["audit_id"] for e in refused] == [e["auditId"] for e in envelopes]
     assert not _refusals(setup, "confirmation")
     assert [e["reason"] for e in _refusals(setup, "caller_refused")] == ["purpose_not_allowed"]
-    tools = [tool for tool, _outcome, _approver in setup.upstream_audit()]
+    tools = _reached(setup)
     assert CAPTURE not in tools
     assert FORGET not in tools
 
@@ -240,6 +258,7 @@ def test_client_sent_context_and_a_not_quite_yes_release_nothing(setup: GatewayS
     ]
     codes: list[object] = []
     with raw_gateway(setup) as gateway:
+        _searched(gateway)
         for index, answer in enumerate(not_yes):
             asked = _elicited(gateway, _forget(20 + index, meta=forged))
             reply = {"jsonrpc": "2.0", "id": asked["id"], "result": answer}
@@ -251,7 +270,7 @@ def test_client_sent_context_and_a_not_quite_yes_release_nothing(setup: GatewayS
                 codes.append(_envelope(gateway.receive())["error"]["code"])
     # A padded yes (a field beyond the form's one boolean) is not an explicit yes either.
     assert codes == ["gate_failed"] * 4
-    tools = [tool for tool, _outcome, _approver in setup.upstream_audit()]
+    tools = _reached(setup)
     assert FORGET not in tools
 
 
@@ -259,6 +278,7 @@ def test_a_cancel_while_a_confirmation_is_pending_sends_nothing_upstream(
     setup: GatewaySetup,
 ) -> None:
     with raw_gateway(setup) as gateway:
+        _searched(gateway)
         asked = _elicited(gateway, _forget(30))
         gateway.send(
             b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":30}}'
@@ -270,7 +290,7 @@ def test_a_cancel_while_a_confirmation_is_pending_sends_nothing_upstream(
         gateway.send(_PING + b"}")
         while (message := gateway.receive()).get("id") != 1:
             assert "result" not in message
-    tools = [tool for tool, _outcome, _approver in setup.upstream_audit()]
+    tools = _reached(setup)
     assert FORGET not in tools
 
 
@@ -297,6 +317,17 @@ def _session(team: TeamGateway, token: str) -> dict[str, str]:
     return headers
 
 
+def _audited(team: TeamGateway, count: int) -> list[dict[str, Any]]:
+    """The gateway audit once it holds `count` entries. The gate answers an HTTP refusal
+    before it records it (as serve's does), so the entry may land just after the answer:
+    waited for, up to the deadline, never assumed."""
+    deadline = time.monotonic() + DEADLINE_S
+    while len(entries := team.gateway_audit()) < count:
+        assert time.monotonic() < deadline, "the refusal was never audited"
+        threading.Event().wait(0.01)
+    return entries
+
+
 def _message(response: httpx.Response) -> dict[str, Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         for line in response.text.splitlines():
@@ -312,14 +343,15 @@ def test_malformed_bodies_are_refused_400_with_the_gates_codes_and_audited(
     team: TeamGateway,
 ) -> None:
     headers = _session(team, team.issuer.mint("alice"))
-    before = len([e for e in team.gateway_audit() if e["event"] == "request_refused"])
+    before = len(team.gateway_audit())
     for _name, raw, expected, _reason in MALFORMED:
         response = httpx.post(team.resource, content=raw, headers=headers, timeout=DEADLINE_S)
         assert response.status_code == 400
         answer = response.json()
         assert answer["error"]["code"] == expected
         assert "data" not in answer["error"]
-    refused = [e for e in team.gateway_audit() if e["event"] == "request_refused"][before:]
+    audited = _audited(team, before + len(MALFORMED))
+    refused = [e for e in audited[before:] if e["event"] == "request_refused"]
     assert [(e["reason"], e["detail"]["transport"]) for e in refused] == [
         (reason, "http") for _n, _r, _c, reason in MALFORMED
     ]
@@ -340,13 +372,17 @@ def test_duplicate_argument_keys_over_http_are_invalid_schema_from_the_gateway(
 def test_a_stranger_meets_401_before_the_gate_and_writes_no_request_refused_entry(
     team: TeamGateway,
 ) -> None:
+    headers = _session(team, team.issuer.mint("alice"))
     before = len(team.gateway_audit())
-    headers = {"Accept": MCP_ACCEPT, "Content-Type": "application/json"}
-    response = httpx.post(
-        team.resource, content=MALFORMED[0][1], headers=headers, timeout=DEADLINE_S
-    )
+    stranger = {"Accept": MCP_ACCEPT, "Content-Type": "application/json"}
+    garbage = MALFORMED[0][1]
+    response = httpx.post(team.resource, content=garbage, headers=stranger, timeout=DEADLINE_S)
     assert response.status_code == 401
-    assert [e["event"] for e in team.gateway_audit()[before:]] == []
+    # A member's garbage after it: once its entry is there, the stranger's would be too.
+    member = httpx.post(team.resource, content=garbage, headers=headers, timeout=DEADLINE_S)
+    assert member.status_code == 400
+    added = _audited(team, before + 1)[before:]
+    assert [(e["event"], e["reason"]) for e in added] == [("request_refused", "parse_error")]
 
 
 def test_a_client_that_leaves_while_the_upstream_still_starts_lets_the_gateway_exit_0(
@@ -356,3 +392,13 @@ def test_a_client_that_leaves_while_the_upstream_still_starts_lets_the_gateway_e
     # being made). The gateway must stop it and exit, not wait for it forever.
     with raw_gateway(setup):
         pass
+
+
+def test_an_oversized_body_is_refused_and_audited_as_too_large(team: TeamGateway) -> None:
+    headers = _session(team, team.issuer.mint("alice"))
+    before = len(team.gateway_audit())
+    body = _PING + b',"params":{"x":"' + b"x" * MAX_LINE_BYTES + b'"}}'
+    response = httpx.post(team.resource, content=body, headers=headers, timeout=DEADLINE_S)
+    assert response.status_code == 413
+    added = _audited(team, before + 1)[before:]
+    assert [(e["event"], e["reason"]) for e in added] == [("request_refused", "request_too_large")]

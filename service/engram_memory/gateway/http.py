@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
@@ -42,7 +43,7 @@ from starlette.routing import Route
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import ClaimMapping, GatewayConfig, HttpBinding
-from engram_memory.gateway.door import DoorRefusals, sdk_accepts
+from engram_memory.gateway.door import OVERSIZED, DoorRefusals, sdk_accepts
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.oauth import (
     ClaimSource,
@@ -56,7 +57,7 @@ from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
 from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSettings, is_loopback
 from engram_memory.json_gate import GateRefusal
-from engram_memory.json_gate_http import JsonGate
+from engram_memory.json_gate_http import ASGIApp, JsonGate, Receive, Scope, Send
 from engram_memory.stopping import GracefulStop
 
 # How long a stopping gateway lets the upstream connection close on its own.
@@ -193,12 +194,13 @@ def _gate_behind_bearer_check(
         if isinstance(route, Route) and route.path == path:
             guard = route.app
             if isinstance(guard, RequireAuthMiddleware):
-                guard.app = JsonGate(
+                gate = JsonGate(
                     guard.app,
                     max_body=settings.max_request_bytes,
                     accepts=sdk_accepts,
                     on_refusal=audited,
                 )
+                guard.app = _TooLargeAudited(gate, door)
                 return
     # The SDK changed how it assembles the app: refuse to serve without the gate.
     raise ConfigurationError("the MCP endpoint is not behind the SDK's bearer check")
@@ -243,3 +245,24 @@ def run_http(config: GatewayConfig, upstream: Upstream, audit: GatewayAudit) -> 
     finally:
         sock.close()
     return 0
+
+
+class _TooLargeAudited:
+    """Audits the SDK's 413 for a body over the size cap: the gate hands such a body on
+    unread (json_gate_http.py) and, unlike serve, nothing in front of it records it."""
+
+    def __init__(self, app: ASGIApp, door: DoorRefusals) -> None:
+        self._app, self._door = app, door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status = 0
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message.get("status", 0))
+            await send(message)
+
+        await self._app(scope, receive, watched)
+        if status == 413:
+            await self._door.refused(OVERSIZED)
