@@ -42,7 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.core.host_audit import RefusalReason
+from engram_memory.contract.refusals import RefusalReason
 from engram_memory.host.context import INVOCATION_META_KEY
 
 MAX_NESTING_DEPTH = 64
@@ -68,6 +68,9 @@ _PROTOCOL_METHODS = frozenset(
     }
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# The only way a lone surrogate gets into strictly decoded UTF-8 JSON: a `\\uD8xx`-`\\uDFxx`
+# escape (a false match, e.g. an escaped backslash before `uD800`, only costs a full walk).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,11 @@ class _Object(dict[str, Any]):
 
 def _object_from_pairs(pairs: list[tuple[str, Any]]) -> _Object:
     obj = _Object(pairs)
-    if len(obj) != len(pairs) or len({unicodedata.normalize("NFC", k) for k in obj}) != len(obj):
+    if len(obj) != len(pairs) or (
+        # NFC leaves ASCII unchanged: only an object with a non-ASCII key needs it.
+        not all(map(str.isascii, obj))
+        and len({unicodedata.normalize("NFC", k) for k in obj}) != len(obj)
+    ):
         obj.duplicate = True
     return obj
 
@@ -140,20 +147,37 @@ def _walk(value: object) -> tuple[bool, bool, int]:
     return surrogate, duplicate, deepest
 
 
-def _parse(raw: bytes) -> object:
-    """The message of `raw`, strictly.
+def _parse(raw: bytes) -> tuple[object, bool]:
+    """The message of `raw`, strictly, and whether any object in it holds a duplicate key.
+
+    The full walk of what was parsed (`_walk`) runs only when the bytes leave a doubt; a
+    call costs its every microsecond in the signing gateway (issue 11: ≤ 1 ms per call), and
+    the common message leaves none: a lone surrogate can only come from a `\\uD800`-style
+    escape (strict UTF-8 refuses an encoded one), nesting cannot exceed the number of `[`
+    and `{` bytes, and the object hook notes a duplicate key as it builds the object.
 
     Raises:
         ValueError: not UTF-8, not JSON, too deep, or a lone surrogate.
     """
     text = raw.decode("utf-8")  # strict: also refuses UTF-8-encoded surrogates
+    duplicates: list[_Object] = []
+
+    def object_from_pairs(pairs: list[tuple[str, Any]]) -> _Object:
+        obj = _object_from_pairs(pairs)
+        if obj.duplicate:
+            duplicates.append(obj)
+        return obj
+
     # The C scanner stops a very deep text with RecursionError near the interpreter's
     # recursion limit, long before the C stack is at risk; the documented bound is ours.
-    value = json.loads(text, object_pairs_hook=_object_from_pairs, parse_constant=_reject_constant)
-    surrogate, _duplicate, depth = _walk(value)
-    if surrogate or depth > MAX_NESTING_DEPTH:
-        raise ValueError("lone surrogate or too deep")
-    return value
+    value = json.loads(text, object_pairs_hook=object_from_pairs, parse_constant=_reject_constant)
+    maybe_surrogate = _SURROGATE_ESCAPE.search(raw) is not None
+    maybe_deep = raw.count(b"[") + raw.count(b"{") > MAX_NESTING_DEPTH
+    if maybe_surrogate or maybe_deep:
+        surrogate, _duplicate, depth = _walk(value)
+        if surrogate or depth > MAX_NESTING_DEPTH:
+            raise ValueError("lone surrogate or too deep")
+    return value, bool(duplicates)
 
 
 def protocol_method(method: object) -> str:
@@ -196,7 +220,7 @@ def inspect_message(
     with its parser's text or, on stdio, not at all.
     """
     try:
-        message = _parse(raw)
+        message, any_duplicate = _parse(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
         return GateRefusal(PARSE_ERROR, None, RefusalReason.PARSE_ERROR, "other")
     if not isinstance(message, dict):  # a batch or a bare value: MCP has no batches
@@ -221,7 +245,9 @@ def inspect_message(
         return Admitted(message)
     if not isinstance(method, str) or ("params" in message and not isinstance(params, dict)):
         return refuse()
-    outside, in_arguments = _duplicates_outside_arguments(params, method)
+    outside, in_arguments = (
+        _duplicates_outside_arguments(params, method) if any_duplicate else (False, False)
+    )
     if outside:
         return refuse(RefusalReason.DUPLICATE_KEYS)
     if not accepts(message):

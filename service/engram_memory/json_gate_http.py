@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from engram_memory.contract.errors import wire_error_message
-from engram_memory.core.host_audit import RefusalReason
+from engram_memory.contract.refusals import RefusalReason
 from engram_memory.json_gate import (
     DUPLICATE_ARGUMENT_KEYS,
     INVALID_REQUEST,

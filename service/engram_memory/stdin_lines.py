@@ -18,7 +18,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from engram_memory.core.host_audit import RefusalReason
+from engram_memory.contract.refusals import RefusalReason
 from engram_memory.json_gate import (
     DUPLICATE_ARGUMENT_KEYS,
     INVALID_REQUEST,

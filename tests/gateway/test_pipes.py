@@ -24,3 +24,10 @@ def test_an_overlong_line_is_one_error_and_the_next_line_arrives_intact() -> Non
     assert len(delivered) == 3
     assert isinstance(delivered[0], LineTooLong)
     assert delivered[1:] == [b'{"ok":1}', None]
+
+
+def test_an_overlong_line_ending_in_the_chunk_that_made_it_overlong_is_one_error() -> None:
+    delivered = _read(b"x" * MAX_LINE_BYTES, b'xx\n{"ok":1}\n')
+    assert len(delivered) == 3
+    assert isinstance(delivered[0], LineTooLong)
+    assert delivered[1:] == [b'{"ok":1}', None]

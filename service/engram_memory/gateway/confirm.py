@@ -106,10 +106,12 @@ def client_supports_elicitation(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def answer_of(result: types.ElicitResult) -> Answer:
-    """Accept only an explicit accept with the boolean true."""
+    """Accept only an explicit accept whose form holds exactly the boolean true: a string
+    "true", a 1, or a form padded with fields the gateway never asked for (an approver, a
+    note) is not the answer to the question that was shown, so it is no yes."""
     if result.action == "accept":
         content = result.content or {}
-        if content.get(CONFIRM_FIELD) is True:
+        if content.keys() == {CONFIRM_FIELD} and content[CONFIRM_FIELD] is True:
             return Answer(True, "accepted")
         return Answer(False, "declined")
     if result.action == "decline":

@@ -40,7 +40,9 @@ from engram_memory.gateway.server import (
     MUTATIONS,
     _envelope_result,
     bound_purpose,
+    duplicate_arguments_refused,
     purpose_argument,
+    refuse_duplicate_arguments,
 )
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.host.context import INVOCATION_META_KEY
@@ -98,7 +100,20 @@ class FastCalls:
         purpose = bound_purpose(self.caller, purpose_argument(tool, arguments))
         if purpose is None:
             return None  # refused and audited by the SDK path
+        if duplicate_arguments_refused(tool):
+            return self._refuse_duplicates(request.id, tool)
         return self._answer(request.id, tool, arguments, purpose)
+
+    async def _refuse_duplicates(self, request_id: types.RequestId, tool: str) -> Answer:
+        """The `INVALID_SCHEMA` envelope of a call with a duplicate argument key (server.py
+        explains), nothing sent upstream."""
+        try:
+            audit_id = refuse_duplicate_arguments(self.audit, self.caller, tool)
+        except GatewayAuditUnavailable:
+            log.error("gateway audit log unwritable: refusing the call")
+            code = ProtocolCode.CONTEXT_UNAVAILABLE
+            return _error(request_id, code.rpc_code, code.message)
+        return _result(request_id, _envelope_result(ErrorCode.INVALID_SCHEMA, audit_id))
 
     async def _answer(
         self,
@@ -135,7 +150,10 @@ class FastCalls:
         failure_code = (
             ErrorCode.MUTATION_OUTCOME_UNKNOWN if unknown else ErrorCode.STORE_UNAVAILABLE
         )
-        result = _envelope_result(failure_code, audit_id)
-        wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        wire.pop("resultType", None)  # a 2026 field: this path serves the handshake era only
-        return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)
+        return _result(request_id, _envelope_result(failure_code, audit_id))
+
+
+def _result(request_id: types.RequestId, result: types.CallToolResult) -> Answer:
+    wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    wire.pop("resultType", None)  # a 2026 field: this path serves the handshake era only
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=wire)

@@ -12,6 +12,14 @@ meet the MCP authorization specification as the SDK implements it:
 - an MCP session belongs to the (client, issuer, subject) that opened it: another token's
   request on it is refused by the SDK.
 
+Behind the bearer check, every POST body passes the JSON gate `engram-memory serve` runs
+(json_gate_http.py; door.py says what it refuses): 400 with a constant JSON-RPC error, and a
+`request_refused` audit entry, flood-bounded. Inside the check, not in front of it: a client
+without a valid token meets 401 first, whatever its body, and cannot write gateway audit
+entries with bodies (only `token_refused` ones, bounded the same way); and the gate's work
+(a strict parse) is spent only on requests that may reach the server at all. The gate also
+makes every JSON-RPC error the SDK's transport builds constant (it would echo parser text).
+
 The tokens themselves are judged by gateway/oauth.py (JWT against the issuer's JWKS, every
 refusal audited). Streaming responses, not `json_response`: an elicitation (a human's
 confirmation) must reach the client while its call is still open.
@@ -21,17 +29,21 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import ClaimMapping, GatewayConfig, HttpBinding
+from engram_memory.gateway.door import OVERSIZED, DoorRefusals, sdk_accepts
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.oauth import (
     ClaimSource,
@@ -44,6 +56,8 @@ from engram_memory.gateway.server import build_gateway_server
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
 from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSettings, is_loopback
+from engram_memory.json_gate import GateRefusal
+from engram_memory.json_gate_http import ASGIApp, JsonGate, Receive, Scope, Send
 from engram_memory.stopping import GracefulStop
 
 # How long a stopping gateway lets the upstream connection close on its own.
@@ -142,6 +156,8 @@ def gateway_app(
         ),
         token_verifier=verifier,
     )
+    door = DoorRefusals(audit, "http")
+    _gate_behind_bearer_check(app, endpoint_path(http.resource), door, settings)
     sdk_lifespan = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
@@ -159,9 +175,35 @@ def gateway_app(
                     group.cancel_scope.cancel()
                 closing.deadline = anyio.current_time() + UPSTREAM_CLOSE_S
         verifier.flush_refusals()
+        door.flush()
 
     app.router.lifespan_context = lifespan
     return app
+
+
+def _gate_behind_bearer_check(
+    app: Starlette, path: str, door: DoorRefusals, settings: HttpSettings
+) -> None:
+    """Put the JSON gate between the SDK's bearer check and its MCP endpoint (the module
+    says why there)."""
+
+    async def audited(refusal: GateRefusal, _peer: str) -> None:
+        await door.refused(refusal)
+
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.path == path:
+            guard = route.app
+            if isinstance(guard, RequireAuthMiddleware):
+                gate = JsonGate(
+                    guard.app,
+                    max_body=settings.max_request_bytes,
+                    accepts=sdk_accepts,
+                    on_refusal=audited,
+                )
+                guard.app = _TooLargeAudited(gate, door)
+                return
+    # The SDK changed how it assembles the app: refuse to serve without the gate.
+    raise ConfigurationError("the MCP endpoint is not behind the SDK's bearer check")
 
 
 async def _warm_up(upstream: Upstream) -> None:
@@ -203,3 +245,24 @@ def run_http(config: GatewayConfig, upstream: Upstream, audit: GatewayAudit) -> 
     finally:
         sock.close()
     return 0
+
+
+class _TooLargeAudited:
+    """Audits the SDK's 413 for a body over the size cap: the gate hands such a body on
+    unread (json_gate_http.py) and, unlike serve, nothing in front of it records it."""
+
+    def __init__(self, app: ASGIApp, door: DoorRefusals) -> None:
+        self._app, self._door = app, door
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status = 0
+
+        async def watched(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message.get("status", 0))
+            await send(message)
+
+        await self._app(scope, receive, watched)
+        if status == 413:
+            await self._door.refused(OVERSIZED)

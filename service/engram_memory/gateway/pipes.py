@@ -4,13 +4,15 @@ The SDK's `stdio_server` reads and writes through `anyio.wrap_file`, so every li
 every write and every flush hops to a worker thread and back (three hops per call, about
 0.7 ms of CPU per call on the 2-core bench machine). Issue 11 gives the gateway 1 ms for all
 it adds, so here the event loop reads and writes the pipes itself (asyncio's pipe
-transports); each line is parsed by the same SDK message model and handed on through the
-same context-carrying memory streams as `stdio_server` does, so the server sees no
-difference.
+transports); each line is judged by the JSON gate `engram-memory serve` runs (door.py:
+refusals answered here, constant, and audited), and what it admits is handed on as the
+gate's own parse validated by the SDK's message model (one parse per line) through the same
+context-carrying memory streams as `stdio_server` does, so the server sees no difference.
 
 Only when stdin and stdout are pipes or sockets of their own, as a desktop client spawns
 the gateway: they are switched to non-blocking mode, which a terminal, a file, or a stdout
-shared with stderr must not be; anything else is served by the SDK's `stdio_server`.
+shared with stderr must not be; anything else is served by the SDK's `stdio_server`
+reading through serve's gated `StdinLines` (stdin_lines.py): the same door either way.
 Like `stdio_server`, fd 0 and 1 point elsewhere while serving (0 at /dev/null, 1 at stderr)
 so that a stray print cannot corrupt the wire, and are restored at the end.
 """
@@ -23,13 +25,17 @@ import os
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
+
+from engram_memory.gateway.door import OVERSIZED, SdkModel, sdk_accepts
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.stdin_lines import StdinLines
 
 # The same bound `engram-memory serve` puts on a stdio request line (http_settings.py).
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -41,11 +47,14 @@ Answer = types.JSONRPCResponse | types.JSONRPCError
 # Offered every request first with the client's negotiated handshake version (None before
 # the handshake or in the 2026 era): the answer it will give, or None for the SDK server.
 FastPath = Callable[[types.JSONRPCRequest, str | None], Awaitable[Answer] | None]
+# Records a refusal of the gate once it was answered on the wire (door.DoorRefusals).
+OnRefusal = Callable[[GateRefusal], Awaitable[None]]
 
 
 class LineTooLong(ValueError):
-    """A request line beyond MAX_LINE_BYTES: dropped unanswered, as the SDK drops a line it
-    cannot parse (the rest of that line up to its newline is discarded)."""
+    """A request line beyond MAX_LINE_BYTES, as the reader delivers it: its bytes are
+    dropped (up to its newline) and it is answered -32600 with id null, as serve answers
+    one (stdin_lines.py)."""
 
 
 def _stream_like(mode: int) -> bool:
@@ -91,6 +100,8 @@ class _LineReader(asyncio.Protocol):
             del self._buffer[: end + 1]
             if self._skipping:
                 self._skipping = False
+            elif len(line) > MAX_LINE_BYTES:  # it ended in the chunk that made it too long
+                self._deliver(LineTooLong("request line too long"))
             elif line.strip():
                 self._deliver(line)
         if len(self._buffer) > MAX_LINE_BYTES:
@@ -148,7 +159,7 @@ def _cancelled_id(message: Any) -> object:
 
 
 @asynccontextmanager
-async def _loop_stdio(fast: FastPath | None) -> AsyncIterator[Streams]:
+async def _loop_stdio(fast: FastPath | None, on_refusal: OnRefusal) -> AsyncIterator[Streams]:
     loop = asyncio.get_running_loop()
     wire_in, wire_out = _private_duplicate(0), _private_duplicate(1)
     saved_in, saved_out = _private_duplicate(0), _private_duplicate(1)
@@ -217,18 +228,24 @@ async def _loop_stdio(fast: FastPath | None) -> AsyncIterator[Streams]:
         return True
 
     async def read_lines(group: anyio.abc.TaskGroup) -> None:
+        model = SdkModel()
         async with to_server:
             while (line := await lines.get()) is not None:
                 if lines.qsize() <= _AHEAD // 2 and not read_transport.is_closing():
                     read_transport.resume_reading()
-                if isinstance(line, Exception):
-                    await to_server.send(line)
+                if isinstance(line, bytes):
+                    verdict = inspect_message(line, accepts=model)
+                else:
+                    verdict = OVERSIZED
+                if isinstance(verdict, GateRefusal):
+                    await emit(types.JSONRPCError.model_validate(verdict.answer()))
+                    await on_refusal(verdict)
                     continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:  # noqa: BLE001 - handed on, as stdio_server does
-                    await to_server.send(exc)
-                    continue
+                message = model.model  # the gate's parse, as the SDK's model took it
+                assert message is not None
+                # Set in this task, which hands the message on: the server's handler and
+                # the fast path's task run in a snapshot of its context (json_gate.py).
+                DUPLICATE_ARGUMENT_KEYS.set(verdict.duplicate_argument_keys)
                 if not offered(message, group):
                     await to_server.send(SessionMessage(message))
             # The client closed stdin: what it asked for is still answered.
@@ -254,9 +271,31 @@ async def _loop_stdio(fast: FastPath | None) -> AsyncIterator[Streams]:
         os.close(saved_out)
 
 
-def gateway_stdio(fast: FastPath | None = None) -> AbstractAsyncContextManager[Streams]:
-    """The (read, write) streams of the MCP session on stdin/stdout (see the module); with
-    pipes of its own, `fast` is offered every request first (fast.py)."""
+def gateway_stdio(
+    on_refusal: OnRefusal, fast: FastPath | None = None
+) -> AbstractAsyncContextManager[Streams]:
+    """The (read, write) streams of the MCP session on stdin/stdout (see the module): every
+    line judged by the JSON gate, each refusal answered and then handed to `on_refusal`;
+    with pipes of its own, `fast` is offered every request first (fast.py)."""
     if owns_its_pipes():
-        return _loop_stdio(fast)
-    return stdio_server()
+        return _loop_stdio(fast, on_refusal)
+    return _gated_sdk_stdio(on_refusal)
+
+
+@asynccontextmanager
+async def _gated_sdk_stdio(on_refusal: OnRefusal) -> AsyncIterator[Streams]:
+    lines = StdinLines(0, accepts=sdk_accepts, max_bytes=MAX_LINE_BYTES)
+    lines.start()
+    # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
+    async with stdio_server(stdin=cast("anyio.AsyncFile[str]", lines)) as (read, write):
+
+        async def answer(refusal: GateRefusal) -> None:
+            error = types.JSONRPCError.model_validate(refusal.answer())
+            await write.send(SessionMessage(error))
+            await on_refusal(refusal)
+
+        lines.answer_refusals(answer)
+        try:
+            yield read, write
+        finally:
+            lines.end()

@@ -10,6 +10,9 @@ agent's `idempotency_key`), envelopes and codes pass through unchanged.
 Refusals the gateway decides itself:
 - a purpose argument outside the caller's purposes: JSON-RPC -32603 (as the upstream would
   answer a purpose mismatch), audited `caller_refused`/`purpose_not_allowed`, nothing sent;
+- a tools/call of one of the six tools whose arguments held a duplicate key (the JSON gate's
+  `DUPLICATE_ARGUMENT_KEYS`, door.py), once the purpose rule passed: an `INVALID_SCHEMA`
+  envelope whose `auditId` is the gateway audit entry (`call_refused`), nothing sent;
 - a confirmation not given: a `gate_failed` envelope whose `auditId` is the gateway audit
   entry, nothing sent;
 - an upstream that did not answer: `STORE_UNAVAILABLE` (nothing sent) or, for a mutation
@@ -38,6 +41,7 @@ from engram_memory.gateway import confirm
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
 from engram_memory.gateway.config import GatewayConfig
+from engram_memory.gateway.door import CALL_REFUSED, DUPLICATE_ARGUMENT_KEYS_REASON
 from engram_memory.gateway.minting import InvocationMinter
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
 from engram_memory.host.confirmation import (
@@ -47,6 +51,7 @@ from engram_memory.host.confirmation import (
 )
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
+from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS
 
 log = logging.getLogger("engram_memory.gateway")
 
@@ -59,6 +64,7 @@ MUTATIONS = frozenset(
         "engram_memory_forget",
     }
 )
+TOOLS = MUTATIONS | {"engram_memory_search", "engram_memory_get"}
 # The argument naming what a confirmed call acts on; capture has none (its target is the
 # operation digest, SPEC §7).
 _TARGET_ARGUMENT = {
@@ -105,6 +111,24 @@ def bound_purpose(caller: Caller, declared: object) -> str | None:
     except NonCanonicalValue:
         return None
     return purpose if purpose in caller.purposes else None
+
+
+def duplicate_arguments_refused(tool: str) -> bool:
+    """True when this call (the message the current task handles) must be refused for a
+    duplicate argument key: the JSON gate flagged it and the tool is one of the six (the
+    upstream answers an unknown tool before it looks at arguments; forwarded, it still
+    does)."""
+    return DUPLICATE_ARGUMENT_KEYS.get() and tool in TOOLS
+
+
+def refuse_duplicate_arguments(audit: GatewayAudit, caller: Caller, tool: str) -> str:
+    """The audit id of the `call_refused`/`duplicate_argument_keys` entry for this call.
+
+    Raises:
+        GatewayAuditUnavailable: the entry cannot be written (the call fails closed).
+    """
+    reason = DUPLICATE_ARGUMENT_KEYS_REASON
+    return audit.record(CALL_REFUSED, reason=reason, caller=caller, tool=tool)
 
 
 def _envelope_result(code: ErrorCode, audit_id: str) -> types.CallToolResult:
@@ -171,6 +195,13 @@ class _Gateway:
         if purpose is None:
             self._record("caller_refused", reason="purpose_not_allowed", caller=caller, tool=tool)
             raise _context_unavailable()
+        if duplicate_arguments_refused(tool):  # SPEC §1.8: after the purpose, before all else
+            try:
+                audit_id = refuse_duplicate_arguments(self.audit, caller, tool)
+            except GatewayAuditUnavailable:
+                log.error("gateway audit log unwritable: refusing the call")
+                raise _context_unavailable() from None
+            return _envelope_result(ErrorCode.INVALID_SCHEMA, audit_id)
         confirmation: str | None = None
         if tool in self.confirmed:
             pending = self._pending(tool, arguments, caller)

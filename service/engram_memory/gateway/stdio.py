@@ -15,6 +15,7 @@ import anyio
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, new_stdio_session
 from engram_memory.gateway.config import GatewayConfig, StdioBinding
+from engram_memory.gateway.door import DoorRefusals
 from engram_memory.gateway.fast import FastCalls
 from engram_memory.gateway.os_user import check_os_user as check_os_user
 from engram_memory.gateway.pipes import gateway_stdio
@@ -65,6 +66,10 @@ async def serve_stdio(config: GatewayConfig, audit: GatewayAudit) -> None:
         server = build_gateway_server(upstream, lambda _ctx: caller, config, audit)
         group.start_soon(_warm_up, upstream)
         fast = FastCalls(upstream, caller, config, audit)
-        async with gateway_stdio(fast.take) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        door = DoorRefusals(audit, "stdio")
+        try:
+            async with gateway_stdio(door.refused, fast.take) as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            door.flush()
         group.cancel_scope.cancel()

@@ -47,7 +47,7 @@ class UpstreamUnavailable(Exception):
         self.reason = reason
 
 
-@dataclass
+@dataclass(eq=False)  # held in a set, by identity
 class _Connection:
     """One session (a child's channel or an SDK client), held open by its own task until
     `stop` is set."""
@@ -57,6 +57,8 @@ class _Connection:
     error: BaseException | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     stop: anyio.Event = field(default_factory=anyio.Event)
+    # Cancelled when the gateway stops while this connection is still being made.
+    making: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
     def open(self) -> bool:
         return self.client is not None or self.channel is not None
@@ -95,6 +97,9 @@ class Upstream:
         self._stack: AsyncExitStack | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._connections_made = 0
+        # Every connection whose task still runs, the one being made included: a stop
+        # must reach it even when nobody waits for it any more.
+        self._held: set[_Connection] = set()
 
     def _server(self) -> StdioServerParameters | str:
         if self._config.url is not None:
@@ -112,12 +117,25 @@ class Upstream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._connection is not None:
-            self._connection.stop.set()
+        # Not only the current connection: one still being made (the client left while the
+        # child started, and the call that wanted it was cancelled) would otherwise come up
+        # later, wait for a stop nobody sends, and hold this exit forever.
+        for connection in list(self._held):
+            connection.stop.set()
+            if not connection.ready.is_set():
+                connection.making.cancel()  # its child is stopped on the way out
         assert self._stack is not None
         await self._stack.aclose()
 
     async def _hold(self, connection: _Connection) -> None:
+        try:
+            with connection.making:
+                await self._open_and_hold(connection)
+        finally:
+            self._held.discard(connection)
+            connection.ready.set()
+
+    async def _open_and_hold(self, connection: _Connection) -> None:
         try:
             server = self._server()
             if isinstance(server, str):
@@ -161,9 +179,16 @@ class Upstream:
                 current.stop.set()
             assert self._group is not None, "Upstream used outside `async with`"
             connection = _Connection()
+            self._held.add(connection)
             self._group.start_soon(self._hold, connection)
-            with anyio.move_on_after(self._timeout):
-                await connection.ready.wait()
+            try:
+                with anyio.move_on_after(self._timeout):
+                    await connection.ready.wait()
+            except BaseException:
+                # Cancelled while it was being made: nobody will use it.
+                connection.stop.set()
+                connection.making.cancel()
+                raise
             if not connection.open():
                 connection.stop.set()
                 # The class only: a message could carry a URL's credentials or a path.

@@ -1,0 +1,95 @@
+"""What the gateway refuses at the door: the strict JSON gate `engram-memory serve` runs.
+
+Every request is judged on its raw bytes (a stdio line, an HTTP POST body) by the same gate
+as the upstream server's (json_gate.py) before anything else reads it: not UTF-8, a lone
+surrogate, NaN, nesting deeper than 64 -> Parse error -32700; a batch, a bad id, duplicate
+keys outside a tools/call's arguments, a message the SDK's model refuses, an oversized line
+-> Invalid Request -32600; constant messages, no data. Without it the SDK would keep the
+last of duplicate keys, replace invalid UTF-8, drop an unparsable or oversized line
+unanswered, or echo its parser's text.
+
+Each refusal is recorded in the gateway audit log as `request_refused` (reason: the gate's
+`RefusalReason` value), bounded like bad tokens (refusal_flood.py): anyone who can write to
+the gateway can send garbage, and every entry is fsynced.
+
+A tools/call whose arguments hold a duplicate key (raw or after NFC) is admitted with the
+gate's `DUPLICATE_ARGUMENT_KEYS` flag set in the context of the task that hands it on; the
+call path refuses it after the purpose rule (SPEC §1.8: purpose before schema) with an
+`INVALID_SCHEMA` envelope (SPEC §3), audited `call_refused`/`duplicate_argument_keys`,
+nothing sent upstream (forwarded, the SDK's parse would have collapsed it into a valid call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+import anyio
+import mcp_types as types
+from pydantic import ValidationError
+
+from engram_memory.contract.refusals import RefusalReason
+from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+from engram_memory.gateway.refusal_flood import RefusalFlood
+from engram_memory.json_gate import INVALID_REQUEST, GateRefusal
+
+REQUEST_REFUSED = "request_refused"
+CALL_REFUSED = "call_refused"
+DUPLICATE_ARGUMENT_KEYS_REASON = "duplicate_argument_keys"
+# An oversized line or body: its id was never read, so it is answered with id null.
+OVERSIZED = GateRefusal(INVALID_REQUEST, None, RefusalReason.REQUEST_TOO_LARGE, "other")
+
+
+class SdkModel:
+    """The gate's `accepts` check that keeps what it validated: the SDK's message model of
+    the gate's own parse, so a line is parsed once (the stdio path hands `model` on)."""
+
+    def __init__(self) -> None:
+        self.model: types.JSONRPCMessage | None = None
+
+    def __call__(self, message: object) -> bool:
+        try:
+            self.model = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        except ValidationError:
+            self.model = None
+            return False
+        return True
+
+
+def sdk_accepts(message: object) -> bool:
+    """Whether the SDK's message model takes `message` (as mcp_server.py checks it)."""
+    return SdkModel()(message)
+
+
+class DoorRefusals:
+    """Records the gate's refusals in the gateway audit log, flood-bounded per reason."""
+
+    def __init__(
+        self, audit: GatewayAudit, transport: str, flood: RefusalFlood | None = None
+    ) -> None:
+        self._audit, self._transport = audit, transport  # "stdio" | "http"
+        self._flood = flood if flood is not None else RefusalFlood()
+
+    async def refused(self, refusal: GateRefusal) -> None:
+        """Record one refusal (already answered on the wire) if the flood bound lets it.
+
+        An unwritable log is not an error here: the request is refused either way, and the
+        calls that need the log fail closed on their own.
+        """
+        written, summaries = self._flood.admit(refusal.reason.value)
+        entries = [(summary.reason, summary.detail) for summary in summaries]
+        if written:
+            entries.append((refusal.reason.value, {"method": refusal.method}))
+        if entries:
+            # fsynced: in a worker thread, so a flood does not stall the event loop.
+            await anyio.to_thread.run_sync(self._write, entries)
+
+    def flush(self) -> None:
+        """Write the summaries of every open refusal window (when the gateway stops)."""
+        self._write([(summary.reason, summary.detail) for summary in self._flood.ended()])
+
+    def _write(self, entries: list[tuple[str, Mapping[str, str]]]) -> None:
+        for reason, detail in entries:
+            with contextlib.suppress(GatewayAuditUnavailable):
+                detail = {**detail, "transport": self._transport}
+                self._audit.record(REQUEST_REFUSED, reason=reason, detail=detail)
