@@ -16,17 +16,9 @@ from engram_memory.gateway.audit_log import (
     GatewayAuditUnavailable,
     verify_audit,
 )
-from engram_memory.gateway.caller import Caller
+from tests.gateway.callers import DESKTOP_CALLER
 
-CALLER = Caller(
-    tenant="acme",
-    workspace="support",
-    principal="user:alice",
-    agent_id="agent:desktop",
-    session="session:gw-test",
-    approver="human:alice",
-    purposes=("purpose:support-case",),
-)
+CALLER = DESKTOP_CALLER
 
 
 def _entries(path: Path) -> list[dict[str, object]]:

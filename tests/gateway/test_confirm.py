@@ -5,7 +5,6 @@ from __future__ import annotations
 import mcp_types as types
 import pytest
 
-from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.confirm import (
     INPUT_KEY,
     PendingCall,
@@ -15,16 +14,9 @@ from engram_memory.gateway.confirm import (
     elicitation_message,
     input_required,
 )
+from tests.gateway.callers import DESKTOP_CALLER
 
-CALLER = Caller(
-    tenant="acme",
-    workspace="support",
-    principal="user:alice",
-    agent_id="agent:desktop",
-    session="session:gw-test",
-    approver="human:alice",
-    purposes=("purpose:support-case",),
-)
+CALLER = DESKTOP_CALLER
 CALL = PendingCall("engram_memory_forget", "mem_abc", "sha256:" + "1" * 64, CALLER)
 
 

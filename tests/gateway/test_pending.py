@@ -9,21 +9,13 @@ import pytest
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.gateway.audit_log import GatewayAudit
-from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import load_gateway_config
 from engram_memory.gateway.server import _Gateway
 from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.keys import HostSigningKey
+from tests.gateway.callers import DESKTOP_CALLER
 
-CALLER = Caller(
-    tenant="acme",
-    workspace="support",
-    principal="user:alice",
-    agent_id="agent:desktop",
-    session="session:gw-test",
-    approver="human:alice",
-    purposes=("purpose:support-case",),
-)
+CALLER = DESKTOP_CALLER
 RECORD = "mem_" + "a" * 52
 
 
