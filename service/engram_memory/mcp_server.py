@@ -36,6 +36,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from engram_memory import package_version
 from engram_memory.contract.envelope import envelope_json
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
 from engram_memory.contract.schemas import ToolSpec
@@ -211,7 +212,7 @@ def build_server(
 
     server: Server[Any] = Server(
         SERVER_NAME,
-        version=_version(),
+        version=package_version(),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         # The 2026 HTTP path would otherwise call on_list_tools without our context to find
@@ -220,15 +221,6 @@ def build_server(
     )
     server.middleware.append(_ConstantErrors(service))
     return server
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("engram-memory")
-    except PackageNotFoundError:
-        return "0.0.0"
 
 
 # -- stdio -------------------------------------------------------------------------------

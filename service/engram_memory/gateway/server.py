@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from engram_memory import package_version
 from engram_memory.contract.canonical import NonCanonicalValue, nfc, normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.envelope import envelope_json, failure_envelope
@@ -317,7 +318,7 @@ def build_gateway_server(
     gateway = _Gateway(upstream, caller_of, config, audit)
     server: Server[Any] = Server(
         SERVER_NAME,
-        version=_version(),
+        version=package_version(),
         on_list_tools=gateway.list_tools,
         on_call_tool=gateway.call_tool,
         # As mcp_server.py: the 2026 HTTP path would otherwise call on_list_tools without a
@@ -327,12 +328,3 @@ def build_gateway_server(
     # Only ours: the default tracing middleware costs time on every call for nothing here.
     server.middleware[:] = [_ConstantErrors()]
     return server
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("engram-memory")
-    except PackageNotFoundError:
-        return "0.0.0"
