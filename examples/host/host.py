@@ -200,7 +200,7 @@ def server_of(config: HostConfig) -> StdioServerParameters | str:
 # ------------------------------------------------------------------------ the human's "yes"
 
 
-async def read_line(stdin: TextIO) -> str:
+async def read_stdin_line(stdin: TextIO) -> str:
     """`stdin.readline()` on a daemon thread of its own ("" at end of input).
 
     Not an AnyIO worker thread: a read blocked on the terminal cannot be cancelled, and a
@@ -232,7 +232,7 @@ def terminal_approver(config: HostConfig, stdin: TextIO, stderr: TextIO) -> Appr
 
     async def read_line(text: str) -> str:
         print(text, end="", file=stderr, flush=True)
-        return await read_line(stdin)
+        return await read_stdin_line(stdin)
 
     async def approve(prompt: ConfirmationPrompt) -> str | None:
         print(
@@ -409,7 +409,7 @@ async def repl(commands: HostCommands, parser: argparse.ArgumentParser, stdin: T
     """
     while True:
         print("engram> ", end="", file=sys.stderr, flush=True)
-        line = await read_line(stdin)
+        line = await read_stdin_line(stdin)
         if not line:
             return OK  # end of input
         try:
