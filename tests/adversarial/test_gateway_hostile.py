@@ -13,8 +13,6 @@ and a cancel while a confirmation is pending release nothing.
 from __future__ import annotations
 
 import json
-import queue
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ from engram_memory.gateway.audit_log import verify_audit
 from engram_memory.gateway.pipes import MAX_LINE_BYTES
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
+from tests.adversarial.wire import RawStdio
 from tests.e2e.gateway_support import GATEWAY, PURPOSE, GatewaySetup, write_setup
 from tests.e2e.test_gateway_http import MCP_ACCEPT, TeamGateway, team_gateway
 
@@ -86,36 +85,11 @@ def _capture(request_id: int, payload_extra: str, purpose: str = PURPOSE) -> byt
     return _call(request_id, CAPTURE, arguments)
 
 
-class RawGateway:
-    """The real gateway process in stdio mode, spoken to in raw lines."""
+class RawGateway(RawStdio):
+    """The real gateway process in stdio mode, spoken to in raw lines (wire.RawStdio's)."""
 
     def __init__(self, setup: GatewaySetup) -> None:
-        command = [*GATEWAY, "--config", str(setup.config)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self._lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._lines.put(line)
-
-    def send(self, raw: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(raw + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self) -> dict[str, Any]:
-        try:
-            line = self._lines.get(timeout=DEADLINE_S)
-        except queue.Empty:
-            raise AssertionError("the gateway did not answer within the deadline") from None
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def exchange(self, raw: bytes) -> dict[str, Any]:
-        self.send(raw)
-        return self.receive()
+        super().__init__(None, [*GATEWAY, "--config", str(setup.config)])
 
     def close(self) -> None:
         assert self.process.stdin is not None

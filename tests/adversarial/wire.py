@@ -71,8 +71,16 @@ _INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 class RawStdio:
     """The server process over stdio; `send` writes raw bytes plus a newline."""
 
-    def __init__(self, env: dict[str, str]) -> None:
-        command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "stdio"]
+    def __init__(self, env: dict[str, str] | None, command: list[str] | None = None) -> None:
+        """`command` defaults to `serve --transport stdio`; `env` None inherits ours."""
+        command = command or [
+            sys.executable,
+            "-m",
+            "engram_memory.cli",
+            "serve",
+            "--transport",
+            "stdio",
+        ]
         self.process = subprocess.Popen(
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
