@@ -3,7 +3,7 @@
 Usage: python -m bench.floor_server stdio | http PORT
 
 Built with the same SDK low-level `Server`, worker pool hop and uvicorn settings as the real
-server (engram_memory.mcp_server), so the time a benchmark measures against it is what the
+server (engram_memory.server.mcp_wiring), so the time a benchmark measures against it is what the
 transport and the SDK cost, and the difference to a real tool is the service's own cost.
 """
 

@@ -54,10 +54,10 @@ from mcp.client.session import ClientRequestContext
 from bench.gateway_report import TARGET_MS, TOOLS, Samples, added_costs, merged, verdict_markdown
 from bench.report import RESULTS, machine_load, write_report
 from bench.stdio_probe import progress, server_pid
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, ReferenceHost, connect, server_env
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, ReferenceHost, connect, server_env
 
 ROOT = Path(__file__).resolve().parents[1]
 PURPOSE = "purpose:support-case"

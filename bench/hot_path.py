@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import RESULTS, machine_load, write_report
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.core import item_keys, steps
@@ -42,7 +43,6 @@ from engram_memory.core.runtime import CallContext, Services, ServiceSettings
 from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation
 from engram_memory.host.context import mint_invocation, verify_invocation
 from engram_memory.host.keys import HostKeyring, HostSigningKey

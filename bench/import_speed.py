@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import RESULTS, machine, machine_load, percentile
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.bulk.import_cli import numbered_lines
+from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.bulk.importer import ImportBinding, Importer
+from engram_memory.cli.bulk_import import numbered_lines
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore

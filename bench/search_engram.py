@@ -31,12 +31,12 @@ from bench.stdio_probe import (
     timed_calls,
     tree_rss_bytes,
 )
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.app import open_service
-from engram_memory.config import load_config
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, connect, server_env
+from engram_memory.core.service_config import load_config
 from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect, server_env
+from engram_memory.server.app import open_service
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
 # The shipped policy's globex/main: carol is its steward, and its admission policy accepts

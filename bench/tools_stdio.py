@@ -28,10 +28,10 @@ from mcp import StdioServerParameters
 from mcp.client.client import Client
 
 from bench.report import RESULTS, machine_load, write_report
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import BINDING, demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import BINDING, demo_capture_arguments
+from engram_memory.client.reference_host import ReferenceHost, connect, server_env
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import ReferenceHost, connect, server_env
 
 APPROVER = "human:bench"
 TOOLS = (

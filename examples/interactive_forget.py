@@ -20,9 +20,9 @@ from pathlib import Path
 import anyio
 from mcp import StdioServerParameters
 
-from engram_memory.demo import BINDING
+from engram_memory.client.demo import BINDING
+from engram_memory.client.reference_host import ConfirmationPrompt, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import ConfirmationPrompt, connect
 
 
 async def ask_human(prompt: ConfirmationPrompt) -> str | None:

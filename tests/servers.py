@@ -9,8 +9,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engram_memory.reference_host import server_env as server_env  # re-exported for the tests
-from engram_memory.reference_host import wait_until_listening
+from engram_memory.client.reference_host import (
+    server_env as server_env,  # re-exported for the tests
+)
+from engram_memory.client.reference_host import wait_until_listening
 
 
 def free_port() -> int:

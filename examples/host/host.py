@@ -26,7 +26,7 @@ Exit codes: 0 ok, 1 tool error, 2 usage/config error, 3 not approved (nothing se
 5 cannot connect (nothing sent), 6 the stdio server exited at start-up (e.g. its store is
 held by another server), 7 the connection was lost or a call got no answer in time,
 130 interrupted (Ctrl-C).
-Each of 5-7 is one line on stderr naming the problem (engram_memory.connection_failures).
+Each of 5-7 is one line on stderr naming the problem (engram_memory.client.connection_failures).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import yaml
 from mcp import MCPError, StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engram_memory.connection_failures import (
+from engram_memory.client.connection_failures import (
     CannotConnect,
     ConnectionLost,
     ServerExited,
@@ -59,18 +59,18 @@ from engram_memory.connection_failures import (
     connect_explained,
     is_transport_failure,
 )
-from engram_memory.contract.canonical import normalize
-from engram_memory.contract.digests import operation_digest
-from engram_memory.contract.errors import ConfigurationError
-from engram_memory.contract.groups import canonical_groups
-from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import (
+from engram_memory.client.reference_host import (
     Approver,
     Binding,
     CallOutcome,
     ConfirmationPrompt,
     ReferenceHost,
 )
+from engram_memory.contract.canonical import normalize
+from engram_memory.contract.digests import operation_digest
+from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.groups import canonical_groups
+from engram_memory.host.keys import HostSigningKey
 
 OK, TOOL_ERROR, USAGE, NOT_APPROVED, REFUSED = 0, 1, 2, 3, 4
 # Printed as one line each: nothing sent / the stdio server exited at start-up / the

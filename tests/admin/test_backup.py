@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.audit_cli import verify_data_dir
 from engram_memory.admin.backup import FORMAT, FORMAT_VERSION, BackupService
 from engram_memory.admin.maintenance import Operator
 from engram_memory.admin.restore import RestoreRequest, restore
+from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.errors import ToolError
 from engram_memory.core.runtime import Services

@@ -24,14 +24,14 @@ from engram_memory.admin.channel import (
     send_command,
 )
 from engram_memory.admin.commands import AdminCommand
-from engram_memory.admin.host_cli import SIGNING_KEY_FILE
+from engram_memory.admin.host_setup import SIGNING_KEY_FILE
 from engram_memory.admin.maintenance import Operator
+from engram_memory.client.reference_host import Binding, connect
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect
-from engram_memory.stopping import GracefulStop
 from engram_memory.tools.dispatch import MemoryService
+from engram_memory.transport.stopping import GracefulStop
 from tests.admin.test_rotation_cli import _admin, _cli
 from tests.admin.test_rotation_cli import prepared as prepared  # the same prepared store
 from tests.harness import Caller

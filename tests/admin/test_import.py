@@ -25,15 +25,15 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.audit_cli import verify_store
 from engram_memory.admin.maintenance import Operator
-from engram_memory.bulk.import_cli import import_file, numbered_lines
+from engram_memory.admin.verification import verify_store
 from engram_memory.bulk.importer import IMPORT_HOST, ImportBinding, admission_key_for
+from engram_memory.cli.bulk_import import import_file, numbered_lines
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ProtocolRefusal
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.store.database import Database
 
 

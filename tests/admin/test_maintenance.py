@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ToolError
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import memory
 from engram_memory.store.database import StoreUnavailable
 from tests.harness import Caller

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey

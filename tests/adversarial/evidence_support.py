@@ -16,10 +16,10 @@ from typing import Any
 import duckdb
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, CallOutcome, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, CallOutcome, ReferenceHost, connect
 from engram_memory.store.database import DATABASE_FILE
 from tests.servers import http_server, server_env
 

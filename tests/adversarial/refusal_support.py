@@ -12,9 +12,9 @@ from typing import Any
 
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, ReferenceHost, connect
 from engram_memory.store.database import Database
 from tests.servers import http_server, server_env
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.client.reference_host import ConfirmationPrompt
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.reference_host import ConfirmationPrompt
 from tests.adversarial.evidence_support import (
     SCOPE,
     accepted,

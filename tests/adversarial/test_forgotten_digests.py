@@ -22,12 +22,12 @@ from typing import Any
 import duckdb
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import ReferenceHost
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import guard_digest
 from engram_memory.core.forgotten import KEYED_PREFIX
 from engram_memory.core.records import effective_payload
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.reference_host import ReferenceHost
 from engram_memory.store.database import DATABASE_FILE
 from tests.adversarial.evidence_support import (
     SCOPE,

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.gateway.audit_log import verify_audit
 from engram_memory.gateway.pipes import MAX_LINE_BYTES
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY

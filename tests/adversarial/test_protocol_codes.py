@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from engram_memory.client.reference_host import connect
 from engram_memory.contract.errors import ProtocolCode
 from engram_memory.host.context import INVOCATION_META_KEY
-from engram_memory.reference_host import connect
 from tests.adversarial.refusal_support import (
     bound_refusals,
     host_entries,

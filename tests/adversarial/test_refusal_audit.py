@@ -12,9 +12,9 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from engram_memory.client.reference_host import ReferenceHost
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import ReferenceHost
 from tests.adversarial.refusal_support import SEARCH, SEARCH_ARGS, Store
 
 TRANSPORTS = ["stdio", "http"]

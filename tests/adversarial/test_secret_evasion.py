@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import BINDING, demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import BINDING, demo_capture_arguments
+from engram_memory.client.reference_host import CallOutcome, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import CallOutcome, connect
 from tests.adversarial.refusal_support import bound_refusals
 from tests.contract.secret_evasions import EVASIONS, LEGITIMATE
 from tests.servers import server_env

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.reference_host import connect
 from engram_memory.host.context import INVOCATION_META_KEY
-from engram_memory.reference_host import connect
 from tests.adversarial.refusal_support import (
     host_entries,
     refused_count,

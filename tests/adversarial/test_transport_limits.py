@@ -35,10 +35,10 @@ from cryptography.x509.oid import NameOID
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, ReferenceHost, connect
 from tests.adversarial.refusal_support import host_entries, refused_count
 from tests.servers import free_port, server_env
 

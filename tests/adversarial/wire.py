@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, mint_for
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, mint_for
 from tests.servers import http_server, server_env
 
 PROTOCOL_VERSION = "2025-11-25"

@@ -28,15 +28,16 @@ import pytest
 from mcp import MCPError
 
 from engram_memory.admin.audit_queries import load_named_queries
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.cli import main
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.cli.main import main
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.contract.digests import principal_ref
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.policy.bundle import build_bundle, load_bundle_identity
-from engram_memory.policy.default_bundle import default_bundle_dir
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.authoring.default_bundle import default_bundle_dir
+from engram_memory.policy.bundle import load_bundle_identity
 from engram_memory.policy.opa_binary import find_opa_binary
-from engram_memory.reference_host import Binding, ReferenceHost, connect
 from tests.servers import http_server, server_env
 
 pytestmark = pytest.mark.e2e
@@ -516,7 +517,14 @@ def test_a_running_servers_data_directory_is_queried_without_stopping_it(
     env = scenario.env
     expected = _rows(capsys, scenario, "admissions_held")
     with http_server(env):
-        command = [sys.executable, "-m", "engram_memory.cli", "audit", "query", "admissions_held"]
+        command = [
+            sys.executable,
+            "-m",
+            "engram_memory.cli",
+            "audit",
+            "query",
+            "admissions_held",
+        ]
         command += ["--data-dir", str(scenario.data_dir), "--format", "json"]
         # The server holds the store: the export runs inside it, as an auditor with `read`.
         command += ["--tenant", "acme", "--workspace", "support", "--operator", "human:erin"]

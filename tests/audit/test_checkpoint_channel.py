@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engram_memory.admin.host_cli import CHECKPOINT_KEY_FILE, CHECKPOINT_PUBLIC_FILE
+from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, CHECKPOINT_PUBLIC_FILE
 from engram_memory.core.checkpoints import verify_signature
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import checkpoints as rows

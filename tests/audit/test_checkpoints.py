@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.audit_cli import export_data_dir
-from engram_memory.admin.checkpoint_cli import verify_manifest
-from engram_memory.admin.checkpointing import CheckpointService
+from engram_memory.admin.checkpointing import CheckpointService, verify_manifest
 from engram_memory.admin.maintenance import Operator
-from engram_memory.cli import main
+from engram_memory.admin.verification import export_data_dir
+from engram_memory.cli.main import main
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.core.checkpoint_verify import CheckpointResult, verify_against_checkpoint
 from engram_memory.core.checkpoints import (

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from engram_memory.admin.audit_service import export_from
-from engram_memory.cli import main
+from engram_memory.cli.main import main
 from engram_memory.core.runtime import Services
 from engram_memory.store.export_chain import ExportChainBroken, ExportRange, PreviousExport
 from engram_memory.store.export_verify import verify_series

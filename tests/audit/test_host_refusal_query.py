@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engram_memory.admin.audit_cli import export_data_dir
+from engram_memory.admin.verification import export_data_dir
 from engram_memory.contract.errors import ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.tools.dispatch import CallRequest, MemoryService

@@ -17,10 +17,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engram_memory.admin.host_cli import SIGNING_KEY_FILE
+from engram_memory.admin.host_setup import SIGNING_KEY_FILE
+from engram_memory.client.reference_host import Binding, connect
 from engram_memory.contract.types import format_instant
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect
 from engram_memory.store import audit
 from engram_memory.store.database import Database
 from tests.admin.test_rotation_cli import prepared as prepared  # 3 accepted records

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
 
 
 def _serve(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import connect
 from tests.faults.ops_support import ALICE, read_until
 from tests.servers import free_port, server_env
 

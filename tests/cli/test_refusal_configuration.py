@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.config import load_config
+from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.service_config import load_config
 
 
 @pytest.fixture

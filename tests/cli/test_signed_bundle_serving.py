@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect
 from tests.policy.signed_bundles import KEY_ID, KeyPair, forge, make_key_pair, signed_copy
 from tests.servers import http_server, server_env
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.store.database import DATABASE_FILE, Database
 
 EXIT_CONFIG = 2

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.errors import ProtocolRefusal
-from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
+from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.core.runtime import Services
 from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostSigningKey

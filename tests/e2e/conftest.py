@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.policy.default_bundle import default_bundle_dir
+from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.opa_server import start_opa_server
-from engram_memory.reference_host import Binding, ReferenceHost, connect
 from tests.servers import http_server, server_env
 
 ALICE = Binding(

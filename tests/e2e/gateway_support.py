@@ -21,8 +21,8 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.reference_host import server_env
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import server_env
 from engram_memory.store.database import DATABASE_FILE
 
 PURPOSE = "purpose:support-case"

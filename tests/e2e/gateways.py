@@ -37,7 +37,14 @@ URL_PLACEHOLDER = "https://memory.example.com/mcp"
 def _upstream(data_dir: Path, secrets: tuple[Path, Path, Path]) -> dict[str, Any]:
     root_key, _signing_key, public_keys = secrets
     return {
-        "command": [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "stdio"],
+        "command": [
+            sys.executable,
+            "-m",
+            "engram_memory.cli",
+            "serve",
+            "--transport",
+            "stdio",
+        ],
         "env": server_env(data_dir, root_key, public_keys),
         "timeout_s": 30,
     }

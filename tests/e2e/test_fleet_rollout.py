@@ -25,14 +25,15 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from engram_memory.admin.audit_cli import verify_data_dir
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.admin.verification import verify_data_dir
+from engram_memory.client.reference_host import Binding, CallOutcome, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.policy.bundle import BUNDLE_FILE, build_bundle
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.authoring.sign import sign_bundle
+from engram_memory.policy.bundle import BUNDLE_FILE
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.opa_binary import require_opa_binary
-from engram_memory.policy.signing import sign_bundle
-from engram_memory.reference_host import Binding, CallOutcome, connect
 from engram_memory.store.database import Database
 from tests.policy.signed_bundles import make_key_pair
 from tests.servers import free_port, http_server, server_env

@@ -28,8 +28,8 @@ from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.reference_host import server_env, wait_until_listening
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import server_env, wait_until_listening
 from tests.e2e.gateway_support import (
     PURPOSE,
     SERVE_STDIO,

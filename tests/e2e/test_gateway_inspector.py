@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.client.demo import demo_capture_arguments
 from tests.e2e.gateways import (
     BIN_PLACEHOLDER,
     CONFIG_PLACEHOLDER,

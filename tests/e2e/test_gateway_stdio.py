@@ -17,9 +17,10 @@ import pytest
 from mcp import MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, connect
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.gateway.audit_log import verify_audit
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
@@ -27,7 +28,6 @@ from engram_memory.host.confirmation import (
     mint_confirmation,
 )
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect
 from tests.e2e.gateway_support import (
     GATEWAY,
     PURPOSE,

@@ -18,9 +18,9 @@ import pytest
 from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ErrorCode
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR
+from engram_memory.core.failpoints import ENV_VAR
 from engram_memory.store.database import DATABASE_FILE
 from tests.e2e.gateway_support import (
     GATEWAY,

@@ -10,11 +10,11 @@ import anyio
 import pytest
 from mcp import MCPError
 
-from engram_memory.admin.audit_cli import verify_data_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.verification import verify_data_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import CallOutcome, ReferenceHost
 from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import CallOutcome, ReferenceHost
 from tests.e2e.conftest import ALICE, CAROL, Deployment
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from mcp import MCPError
 
-from engram_memory.reference_host import ReferenceHost
+from engram_memory.client.reference_host import ReferenceHost
 from tests.e2e.conftest import ALICE, Deployment
 from tests.e2e.test_governed_session import _admit, _capture, _get, _search, _value
 

@@ -34,7 +34,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.client.demo import demo_capture_arguments
 from tests.e2e.gateways import (
     BIN_PLACEHOLDER,
     CONFIG_PLACEHOLDER,

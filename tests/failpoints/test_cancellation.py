@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import (
+from engram_memory.core.failpoints import (
     PAUSE_BEFORE_COMMIT,
     UnsafeFailpoints,
     UnsafeFailpointWarning,
 )
+from engram_memory.core.runtime import Services
 from engram_memory.tools.dispatch import CallRequest
 from tests.failpoints.test_drop_response_after_commit import (
     CAPTURE,

@@ -16,11 +16,11 @@ from typing import IO
 import anyio
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR, PAUSE_BEFORE_COMMIT
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import connect
+from engram_memory.core.failpoints import ENV_VAR, PAUSE_BEFORE_COMMIT
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import connect
 from tests.failpoints.test_over_stdio import ALICE, CAPTURE, _journal, _key, _value
 from tests.servers import http_server, server_env
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.failpoints import ENV_VAR, UnsafeFailpoints, UnsafeFailpointWarning
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR, UnsafeFailpoints, UnsafeFailpointWarning
 from tests.harness import Caller
 from tests.harness import error_of as _error
 from tests.harness import fresh_key as _key

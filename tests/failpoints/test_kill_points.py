@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.failpoints import (
+from engram_memory.core.failpoints import (
     ENV_VAR,
     KILL_AFTER_COMMIT,
     KILL_POINTS,
@@ -27,7 +27,7 @@ def test_an_armed_kill_point_sigkills_the_process_after_logging_it(point: str) -
     script = textwrap.dedent(
         f"""
         import logging, sys, warnings
-        from engram_memory.failpoints import UnsafeFailpoints
+        from engram_memory.core.failpoints import UnsafeFailpoints
         logging.basicConfig(stream=sys.stderr, format="%(message)s")
         warnings.simplefilter("ignore")
         failpoints = UnsafeFailpoints.from_environment()

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, CallOutcome, connect
+from engram_memory.core.failpoints import ENV_VAR
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, CallOutcome, connect
 from engram_memory.store.database import Database
 from tests.servers import server_env
 

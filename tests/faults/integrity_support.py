@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import Binding, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import Binding, connect
 from engram_memory.store.database import DATABASE_FILE, Database
 from tests.servers import free_port, http_server, server_env
 

@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import BINDING
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import BINDING
+from engram_memory.client.reference_host import CallOutcome, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import CallOutcome, ReferenceHost, connect
 from tests.servers import http_server, server_env
 
 APPROVER = "human:race-operator"

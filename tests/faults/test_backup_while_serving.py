@@ -18,12 +18,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import connect
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import connect
 from engram_memory.store.database import Database
 from tests.admin.test_rotation_cli import _admin, _cli
 from tests.faults.ops_support import ALICE, CAPTURE

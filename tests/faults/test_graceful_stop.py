@@ -16,11 +16,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR, PAUSE_BEFORE_COMMIT
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import CallOutcome, connect
+from engram_memory.core.failpoints import ENV_VAR, PAUSE_BEFORE_COMMIT
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import CallOutcome, connect
 from tests.faults.ops_support import (
     ALICE,
     CAPTURE,

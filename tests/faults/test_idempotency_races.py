@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.reference_host import CallOutcome
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import CallOutcome
 from tests.faults.perf_support import (
     CLIENTS,
     Clients,

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.core.failpoints import ENV_VAR, KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE
 from engram_memory.crypto.keystore import KEY_SUFFIX, KEYS_DIRECTORY
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import ENV_VAR, KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE
 from tests.faults.store_reads import count
 
 pytestmark = pytest.mark.e2e

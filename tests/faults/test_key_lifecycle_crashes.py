@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import (
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.core.failpoints import (
     KILL_AFTER_COMMIT,
     KILL_AFTER_KEY_WRITE,
     KILL_DURING_DESTRUCTION,

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.core.failpoints import KILL_AFTER_STAGING
 from engram_memory.core.indexing import STAGE_FROM_POSTINGS
-from engram_memory.demo import demo_capture_arguments
-from engram_memory.failpoints import KILL_AFTER_STAGING
 from tests.faults.keys_support import ADMIT, ALICE, CAPTURE, Secrets, candidate_id, server_life
 from tests.faults.store_reads import count
 

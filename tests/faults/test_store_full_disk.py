@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.client.reference_host import connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.reference_host import connect
 from engram_memory.store.database import Database
 from tests.faults.integrity_support import (
     ALICE,

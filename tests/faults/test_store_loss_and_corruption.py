@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from engram_memory.reference_host import connect
+from engram_memory.client.reference_host import connect
 from engram_memory.store.database import DATABASE_FILE
 from tests.faults.integrity_support import (
     ALICE,

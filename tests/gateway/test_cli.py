@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.cli import main
+from engram_memory.cli.main import main
 from engram_memory.gateway.audit_log import GatewayAudit
 
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 import yaml
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.cli import main
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.cli.main import main
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import GatewayConfig, load_gateway_config

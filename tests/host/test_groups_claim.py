@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from engram_memory.client.reference_host import Binding, mint_for
 from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.context import (
     INVOCATION_TYP,
@@ -14,7 +15,6 @@ from engram_memory.host.context import (
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import TokenInvalid, sign
 from engram_memory.policy.decider import Subject
-from engram_memory.reference_host import Binding, mint_for
 
 NOW = 1_800_000_000
 SIGNER = HostSigningKey.generate()

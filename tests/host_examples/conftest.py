@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.failpoints import ENV_VAR
-from engram_memory.reference_host import wait_until_listening
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import wait_until_listening
+from engram_memory.core.failpoints import ENV_VAR
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_DIR = REPO / "examples" / "host"

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from engram_memory.admin.host_cli import init_host_dir
-from engram_memory.failpoints import ENV_VAR
-from engram_memory.reference_host import server_env
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import server_env
+from engram_memory.core.failpoints import ENV_VAR
 from tests.host_examples.conftest import (
     BINDING,
     HOST_DIR,

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.client.demo import demo_capture_arguments
 
 SEARCH = "engram_memory_search"
 GET = "engram_memory_get"

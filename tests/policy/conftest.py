@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.policy.bundle import (
-    DEFAULT_BUNDLE_DIR,
-    DOMAINS,
-    build_bundle,
-    load_bundle_identity,
-)
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, DOMAINS, load_bundle_identity
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity

@@ -19,6 +19,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DEFAULT_BUNDLE_DIR,
@@ -33,7 +34,6 @@ from engram_memory.policy.bundle import (
     read_tarball,
     write_tarball,
 )
-from engram_memory.policy.signing import sign_bundle
 
 KEY_ID = "compliance-2026"
 

@@ -15,6 +15,11 @@ import pytest
 
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.policy.authoring.build import build_bundle, collect_sources, compute_identity
+from engram_memory.policy.authoring.default_bundle import (
+    default_bundle_dir,
+    default_bundle_is_current,
+)
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DEFAULT_BUNDLE_DIR,
@@ -23,18 +28,11 @@ from engram_memory.policy.bundle import (
     MAX_UNPACKED_BYTES,
     WASM_FILE,
     BundleError,
-    build_bundle,
-    collect_sources,
-    compute_identity,
     load_bundle_identity,
     read_tarball,
     tarball_files,
     verify_bundle,
     write_tarball,
-)
-from engram_memory.policy.default_bundle import (
-    default_bundle_dir,
-    default_bundle_is_current,
 )
 from engram_memory.policy.engine import BundleIdentity
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from engram_memory.policy.calls import parse_binding, parse_call, plan_call
-from engram_memory.policy.data_compiler import compile_policies
-from engram_memory.policy.decision_corpus import generate_calls
+from engram_memory.policy.authoring.calls import parse_binding, parse_call, plan_call
+from engram_memory.policy.authoring.data_compiler import compile_policies
+from engram_memory.policy.authoring.decision_corpus import generate_calls
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 BINDING = {

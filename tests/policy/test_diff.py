@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engram_memory.cli import main
-from engram_memory.policy.bundle import build_bundle
-from engram_memory.policy.data_diff import diff_data
-from engram_memory.policy.decision_corpus import generate_calls
+from engram_memory.cli.main import main
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.authoring.data_diff import diff_data
+from engram_memory.policy.authoring.decision_corpus import generate_calls
 from tests.policy.conftest import REGO_DIR
 
 BANK = """\

@@ -11,9 +11,9 @@ from typing import Any, get_args
 
 import pytest
 
-from engram_memory.cli import main
-from engram_memory.policy.calls import Binding, CallTool, ToolCall, plan_call
-from engram_memory.policy.data import TOOLS
+from engram_memory.cli.main import main
+from engram_memory.policy.authoring.calls import Binding, CallTool, ToolCall, plan_call
+from engram_memory.policy.authoring.data import TOOLS
 from engram_memory.policy.decider import PolicyDecider
 from tests.policy.conftest import POLICIES_DIR, subject
 

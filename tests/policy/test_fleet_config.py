@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from engram_memory.config import load_config
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.service_config import load_config
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
 from engram_memory.policy.fleet import open_policy
 from engram_memory.policy.revision_trust import (

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.cli import main
-from engram_memory.policy.lint import lint_policies
+from engram_memory.cli.main import main
+from engram_memory.policy.authoring.lint import lint_policies
 from tests.policy.conftest import POLICIES_DIR
 
 # A workspace that raises no warning; each test changes one thing.

@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError, ErrorCode
-from engram_memory.policy.bundle import (
-    MANIFEST_FILE,
-    collect_sources,
-    identity_for,
-    manifest_bytes,
-    write_tarball,
-)
+from engram_memory.policy.authoring.build import collect_sources
+from engram_memory.policy.bundle import MANIFEST_FILE, identity_for, manifest_bytes, write_tarball
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.engine import BundleIdentity, PolicyStale, PolicyUnavailable
 from engram_memory.policy.opa_server import (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.data import TOOLS, PolicyDataError, duration_ms, load_policies
-from engram_memory.policy.data_compiler import compile_policies
+from engram_memory.policy.authoring.data import TOOLS, PolicyDataError, duration_ms, load_policies
+from engram_memory.policy.authoring.data_compiler import compile_policies
 from tests.policy.conftest import POLICIES_DIR, TEST_POLICIES_DIR
 
 # 11 lines: anything appended starts at line 12.

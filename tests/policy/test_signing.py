@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DATA_FILE,
@@ -35,7 +36,6 @@ from engram_memory.policy.signing import (
     BundleSignatureInvalid,
     load_signed_bundle,
     load_verification_key,
-    sign_bundle,
     verify_signed_tarball,
 )
 from engram_memory.policy.signing_keys import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.cli import main
+from engram_memory.cli.main import main
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, load_bundle_identity
 from engram_memory.policy.signing_keys import SIGNING_KEY_FILE, VERIFICATION_KEY_FILE
 from tests.policy.signed_bundles import forge

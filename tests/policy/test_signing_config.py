@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.config import load_config
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.core.service_config import load_config
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
 from engram_memory.policy.factory import open_policy_engine
 from engram_memory.policy.signing import BundleSignatureInvalid

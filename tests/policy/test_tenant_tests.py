@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.cli import main
-from engram_memory.policy.bundle import BundleError, build_bundle
+from engram_memory.cli.main import main
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.bundle import BundleError
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR
 
 FAILING_CASE = """\

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, fresh_key, ok_value
 from tests.rules.steps import CAPTURE, SCOPE, count_rows, files_holding, search_ids
 from tests.tools.test_tool_rules import admit, capture, forget, withdraw

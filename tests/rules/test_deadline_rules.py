@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import error_of, fresh_key, ok_value
 from tests.rules.steps import (
     ADMIT,

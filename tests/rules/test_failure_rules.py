@@ -17,10 +17,10 @@ from typing import Any
 import duckdb
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.envelope import failure_envelope
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.store.database import StoreUnavailable
 from tests.harness import Caller, fresh_key
 from tests.rules.steps import CAPTURE, GET, SEARCH, get_args

@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import digest
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, fresh_key, ok_value
 from tests.rules.steps import CAPTURE, SCOPE
 from tests.tools.test_tool_rules import admit, capture, forget, high_water

@@ -11,10 +11,10 @@ import json
 import unicodedata
 from typing import Any
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.canonical import canonical_text
 from engram_memory.contract.types import format_instant
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, error_of, fresh_key, ok_value
 from tests.rules.steps import (
     ADMIT,

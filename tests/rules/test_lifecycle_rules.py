@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import record_id_for
 from engram_memory.contract.types import format_instant
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, error_of, fresh_key, ok_value
 from tests.rules.steps import (
     ADMIT,

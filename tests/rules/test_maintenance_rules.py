@@ -87,7 +87,7 @@ def test_maintenance_is_never_reachable_over_mcp(alice: Caller, name: str) -> No
 
 def test_maintenance_code_is_not_even_loaded_by_the_mcp_server() -> None:
     probe = (
-        "import sys, engram_memory.mcp_server; "
+        "import sys, engram_memory.server.mcp_wiring; "
         "print(sorted(m for m in sys.modules if m.startswith('engram_memory.admin')))"
     )
     loaded = subprocess.run(

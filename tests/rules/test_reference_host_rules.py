@@ -1,4 +1,4 @@
-"""Issue 3, reference host (examples/host/ and engram_memory.reference_host): before a
+"""Issue 3, reference host (examples/host/ and engram_memory.client.reference_host): before a
 confirmed call the human is shown the tool, the target and the operation digest, and a
 confirmation bound to exactly that call is minted only on an explicit yes.
 
@@ -16,6 +16,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from engram_memory.client.reference_host import Binding, ConfirmationPrompt, ReferenceHost
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.host.confirmation import (
@@ -24,7 +25,6 @@ from engram_memory.host.confirmation import (
     verify_confirmation,
 )
 from engram_memory.host.keys import HostKeyring
-from engram_memory.reference_host import Binding, ConfirmationPrompt, ReferenceHost
 from tests.harness import SIGNER
 from tests.host_examples.test_reference_host_example import _example_host_module
 

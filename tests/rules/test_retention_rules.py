@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.types import format_instant
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, error_of, fresh_key, ok_value
 from tests.rules.steps import CAPTURE, DAY_MS, GET, Clock, ClockedCaller, get_args
 from tests.tools.test_tool_rules import admit, high_water

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller, error_of, fresh_key
 from tests.rules.steps import CAPTURE, FORGET, files_holding
 from tests.tools.test_tool_rules import accepted_record, high_water

@@ -25,16 +25,13 @@ from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
-from engram_memory.policy.bundle import (
-    BUNDLE_FILE,
-    build_bundle,
-    verify_bundle,
-)
-from engram_memory.policy.decider import DISCOVERY_PATH, PolicyDecider
-from engram_memory.policy.default_bundle import (
+from engram_memory.policy.authoring.build import build_bundle
+from engram_memory.policy.authoring.default_bundle import (
     default_bundle_dir,
     default_sources,
 )
+from engram_memory.policy.bundle import BUNDLE_FILE, verify_bundle
+from engram_memory.policy.decider import DISCOVERY_PATH, PolicyDecider
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine, PolicyUnavailable
 from engram_memory.policy.opa_binary import require_opa_binary
 from engram_memory.policy.opa_server import OpaServerEngine

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.crypto.keys import RootKey
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import (
     ADMISSION_MAX_AGE_MS,
     AdmissionCandidate,

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.runtime import Services
 from engram_memory.crypto.keys import RootKey
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import ADMISSION_PATH
 from engram_memory.policy.engine import EngineAnswer, PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine

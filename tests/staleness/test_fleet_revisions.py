@@ -22,14 +22,15 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.crypto.keys import RootKey
-from engram_memory.demo import demo_capture_arguments
+from engram_memory.policy.authoring.default_bundle import default_bundle_dir
+from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import BUNDLE_FILE, verify_bundle
 from engram_memory.policy.decider import ADMISSION_PATH
-from engram_memory.policy.default_bundle import default_bundle_dir
 from engram_memory.policy.fleet import open_policy
 from engram_memory.policy.opa_server import OpaServerEngine
-from engram_memory.policy.signing import load_verification_key, sign_bundle
+from engram_memory.policy.signing import load_verification_key
 from engram_memory.store.database import Database
 from tests.harness import Caller
 from tests.harness import error_of as _error

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.parsing import normalize
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import audit, journal
 from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import ADMISSION_PATH, PolicyDecider
 from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
 from engram_memory.tools.dispatch import CallRequest

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import record_id_for
 from engram_memory.core.forgotten import KEYED_PREFIX, key_forgotten_rows, keyed_form
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from tests.harness import Caller
 from tests.tools.test_tool_rules import CAPTURE, _key, admit, forget, value, withdraw
 

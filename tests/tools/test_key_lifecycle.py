@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import candidate_id_for, one_way_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.core import item_keys
 from engram_memory.core.key_recovery import recover_key_directory
 from engram_memory.core.runtime import CallContext, Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.host.context import verify_invocation
 from engram_memory.store import key_intents, memory
 from engram_memory.store.database import CommitOutcomeUnknown

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.policy.decider import RateLimit
 from engram_memory.tools.dispatch import MemoryService
 from tests.harness import Caller

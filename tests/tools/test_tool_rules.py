@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
 from engram_memory.contract.types import format_instant
 from engram_memory.core.runtime import Services
-from engram_memory.demo import demo_capture_arguments
 from engram_memory.store import journal
 from tests.harness import Caller
 

@@ -36,7 +36,7 @@ from engram_memory.admin.audit_service import (
     sequence_span,
 )
 from engram_memory.admin.channel import send_command
-from engram_memory.admin.checkpoint_cli import PUBLIC_KEY_VARIABLE
+from engram_memory.admin.checkpointing import PUBLIC_KEY_VARIABLE
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.canonical import JsonValue
@@ -165,15 +165,15 @@ def _run_as(
     Raises:
         ToolError / ConfigurationError: the refusal.
     """
-    from engram_memory.app import open_service  # the service is opened only on this path
-    from engram_memory.config import load_config
+    from engram_memory.core.opening import open_services  # opened only on this path
+    from engram_memory.core.service_config import load_config
 
     command = AdminCommand.from_values(name, who, operands)
     running = send_command(data_dir, command, progress)
     if running is not None:
         return running
-    with open_service(load_config({"data_dir": str(data_dir)})) as service:
-        return execute(service.services, command, progress)
+    with open_services(load_config({"data_dir": str(data_dir)})) as services:
+        return execute(services, command, progress)
 
 
 def _open_stopped(data_dir: Path) -> Database:

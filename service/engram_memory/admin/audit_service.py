@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.admin.checkpoint_cli import checkpoint_lines_in
+from engram_memory.admin.checkpointing import checkpoint_lines_in
 from engram_memory.admin.maintenance import (
     Operator,
     Progress,

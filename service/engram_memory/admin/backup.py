@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from engram_memory._internal.durable_files import fsync_directory, shred
 from engram_memory.admin.maintenance import (
     Operator,
     Progress,
@@ -53,7 +54,6 @@ from engram_memory.crypto.keystore import (
     KeyStoreBusy,
     KeyStoreUnavailable,
 )
-from engram_memory.durable_files import fsync_directory, shred
 from engram_memory.store import inventory
 from engram_memory.store.database import (
     DATABASE_FILE,

@@ -36,9 +36,9 @@ from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
-from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
+from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.core.runtime import Services
-from engram_memory.stopping import GracefulStop
+from engram_memory.transport.stopping import GracefulStop
 
 log = logging.getLogger("engram_memory.admin.channel")
 

@@ -9,6 +9,8 @@ maintenance operation. A checkpoint names every scope's journal head, so the ope
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from engram_memory.admin.maintenance import (
@@ -18,12 +20,27 @@ from engram_memory.admin.maintenance import (
     run_authorized,
 )
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
-from engram_memory.core.checkpoints import keep_checkpoint, take_checkpoint, write_checkpoint_file
+from engram_memory.core.checkpoint_verify import (
+    CheckpointResult,
+    file_sha256,
+    verify_against_checkpoint,
+)
+from engram_memory.core.checkpoints import (
+    CHECKPOINT_FILE,
+    CheckpointInvalid,
+    keep_checkpoint,
+    take_checkpoint,
+    verify_signature,
+    write_checkpoint_file,
+)
 from engram_memory.core.runtime import CallContext, Services
+from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import inventory
+from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed, Transaction
+from engram_memory.store.export import MANIFEST_FILE
 
 
 class CheckpointService:
@@ -75,3 +92,123 @@ class CheckpointService:
             )
 
         return run_authorized(self.services, who, "audit_checkpoint", "read", act)
+
+
+PUBLIC_KEY_VARIABLE = "ENGRAM_CHECKPOINT_PUBLIC_KEY"
+
+
+def _read_json(path: Path, what: str) -> object:
+    """Raises: ConfigurationError: unreadable file; CheckpointInvalid: not JSON."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError(f"{what} {path} cannot be read") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CheckpointInvalid(f"{what} {path} is not JSON") from exc
+
+
+def checkpoint_lines(
+    data_dir: Path, checkpoint: Path, public_key_path: str | None
+) -> tuple[int, list[str]]:
+    """Compare the stopped store in `data_dir` with a checkpoint file: (exit code, lines).
+
+    The chains must have verified already (`audit verify` does that first); an export
+    beside the checkpoint (manifest.json) is used to name the exact divergent entry.
+    """
+    try:
+        database = Database.open(data_dir, read_only=True)
+    except (StoreOpenFailed, StoreCorrupt) as exc:
+        return EXIT_UNREADABLE, [f"FAILED: store cannot be read for the checkpoint: {exc}"]
+    try:
+        with database.transaction() as tx:
+            return checkpoint_lines_in(tx, checkpoint, public_key_path)
+    finally:
+        database.close()
+
+
+def checkpoint_lines_in(
+    tx: Transaction, checkpoint: Path, public_key_path: str | None
+) -> tuple[int, list[str]]:
+    """`checkpoint_lines` on the snapshot `tx` reads (a running server's verification runs
+    it inside its own snapshot)."""
+    try:
+        key = _public_key(public_key_path)
+        document = _read_json(checkpoint, "checkpoint")
+        result = verify_against_checkpoint(
+            tx, document, key, export_dir=checkpoint.absolute().parent
+        )
+    except ConfigurationError as exc:
+        return EXIT_UNREADABLE, [f"FAILED: {exc}"]
+    except CheckpointInvalid as exc:
+        return EXIT_UNTRUSTED, [f"FAILED: checkpoint not trusted: {exc}"]
+    except StoreCorrupt as exc:
+        return EXIT_UNREADABLE, [f"FAILED: store cannot be read for the checkpoint: {exc}"]
+    return _result_lines(result)
+
+
+def _result_lines(result: CheckpointResult) -> tuple[int, list[str]]:
+    signed = result.checkpoint
+    sequence = 0 if signed.audit is None else signed.audit[0]
+    scopes = len(signed.journal)
+    what = (
+        f"checkpoint signed {signed.signed_at} (audit sequence {sequence}, "
+        f"{scopes} journal scope{'' if scopes == 1 else 's'})"
+    )
+    notes = [f"note: {result.export_used}"] if result.export_used else []
+    if result.extends:
+        return 0, [f"extends {what}", *notes]
+    lines = [f"FAILED: the chains do not extend the {what}"]
+    lines += [f"  {d.line()}" for d in result.divergences]
+    return EXIT_NOT_EXTENDED, lines + notes
+
+
+def verify_manifest(directory: Path, key: CheckpointPublicKey) -> list[str]:
+    """What is wrong with an export (empty: nothing): its manifest's signature, every listed
+    file's sha256, and its checkpoint's signature and heads.
+
+    Raises:
+        ConfigurationError: the manifest cannot be read.
+        CheckpointInvalid: the manifest is malformed or not signed by `key`.
+    """
+    manifest = _read_json(directory / MANIFEST_FILE, "manifest")
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise CheckpointInvalid("not an export manifest")
+    verify_signature(manifest, key)
+    problems = []
+    for entry in manifest["files"]:
+        name = str(entry.get("name", "")) if isinstance(entry, dict) else ""
+        target = directory / name
+        if not name or "/" in name or not target.is_file():
+            problems.append(f"{name or '(unnamed)'}: missing")
+        elif file_sha256(target) != entry.get("sha256"):
+            problems.append(f"{name}: sha256 differs from the signed manifest")
+    if (directory / CHECKPOINT_FILE).is_file():
+        checkpoint = _read_json(directory / CHECKPOINT_FILE, "checkpoint")
+        if not isinstance(checkpoint, dict):
+            raise CheckpointInvalid("checkpoint.json is not a checkpoint")
+        verify_signature(checkpoint, key)
+        for field in ("audit_head", "journal_heads"):
+            if checkpoint.get(field) != manifest.get(field):
+                problems.append(f"{CHECKPOINT_FILE}: {field} differs from the manifest")
+    return problems
+
+
+EXIT_NOT_EXTENDED = 1
+
+
+EXIT_UNREADABLE = 2
+
+
+EXIT_UNTRUSTED = 5
+
+
+def _public_key(path_text: str | None) -> CheckpointPublicKey:
+    """Raises: ConfigurationError: none named, or unreadable."""
+    text = path_text or os.environ.get(PUBLIC_KEY_VARIABLE)
+    if not text:
+        raise ConfigurationError(
+            f"no checkpoint public key: pass --checkpoint-public-key or set {PUBLIC_KEY_VARIABLE}"
+        )
+    return CheckpointPublicKey.from_pem_file(Path(text))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engram_memory.admin.audit_cli import verify_data_dir
+from engram_memory._internal.durable_files import fsync_directory, shred
 from engram_memory.admin.backup import (
     DEFAULT_MAX_AGE_DAYS,
     FIXED_PATHS,
@@ -32,6 +32,7 @@ from engram_memory.admin.backup import (
     stepper,
 )
 from engram_memory.admin.maintenance import Operator, Progress, operator_context, split_scope_ref
+from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.core import steps
@@ -44,7 +45,6 @@ from engram_memory.crypto.keystore import (
     KEYS_DIRECTORY,
     KeyStore,
 )
-from engram_memory.durable_files import fsync_directory, shred
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.store import inventory

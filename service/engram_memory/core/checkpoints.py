@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from engram_memory._internal.private_files import FILE_MODE, make_private
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
 from engram_memory.contract.errors import EngramError
 from engram_memory.contract.types import format_instant
@@ -39,7 +40,6 @@ from engram_memory.crypto.checkpoint_key import (
     CheckpointPublicKey,
     CheckpointSigningKey,
 )
-from engram_memory.private_files import FILE_MODE, make_private
 from engram_memory.store import checkpoints as rows
 from engram_memory.store.database import Database, StoreUnavailable, Transaction
 from engram_memory.store.export import export_tables

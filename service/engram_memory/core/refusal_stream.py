@@ -1,6 +1,6 @@
 """Refusals into the audit trail, bounded: the host-level stream and counted summaries.
 
-A refusal before binding (core/host_audit.py) has no tenant: it is written to the host
+A refusal before binding (contract/refusals.py) has no tenant: it is written to the host
 stream, rows of the one audit chain with scope_ref 'host' and a server-made audit id
 (`host:<uuid>`, never the client's), recording transport, peer, reason and the digest of
 the token if one came. Nothing the client chose is stored verbatim: a method or tool outside
@@ -25,12 +25,12 @@ import uuid
 from dataclasses import dataclass, replace
 
 from engram_memory.contract.digests import sha256_hex
+from engram_memory.contract.refusals import PreBindingRefusal
 from engram_memory.contract.schemas import TOOL_SPECS
 from engram_memory.contract.types import format_instant
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts
 from engram_memory.core.flood_bound import Counted, FloodCounter, FloodKey, FloodLimits
-from engram_memory.core.host_audit import PreBindingRefusal
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.store.audit import AuditRecord
 

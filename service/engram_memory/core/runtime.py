@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode, ToolError
 from engram_memory.contract.types import format_instant
+from engram_memory.core.failpoints import UnsafeFailpoints
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.core.search_index import SearchIndex
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
-from engram_memory.failpoints import UnsafeFailpoints
 from engram_memory.host.context import InvocationContext
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider, Subject

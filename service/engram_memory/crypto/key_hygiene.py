@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engram_memory._internal.durable_files import shred
 from engram_memory.crypto.keystore import (
     KEY_SUFFIX,
     STATE_FILE,
@@ -24,7 +25,6 @@ from engram_memory.crypto.keystore import (
     KeyStore,
     KeyStoreUnavailable,
 )
-from engram_memory.durable_files import shred
 
 # (scope_ref, item_id, live): live when the item's content still needs its key.
 ItemKeys = Iterable[tuple[str, str, bool]]

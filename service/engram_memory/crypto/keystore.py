@@ -25,11 +25,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engram_memory._internal.durable_files import fsync_directory, shred
 from engram_memory.contract.errors import EngramError
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.destruction_pause import DestructionPause
 from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
-from engram_memory.durable_files import fsync_directory, shred
 
 KEY_SUFFIX = ".key"
 KEYS_DIRECTORY = "keys"  # inside the data directory

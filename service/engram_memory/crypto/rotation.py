@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engram_memory._internal.durable_files import shred
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey, scope_tag
@@ -27,7 +28,6 @@ from engram_memory.crypto.keystore import (
     KeyStore,
     replace_and_shred_old,
 )
-from engram_memory.durable_files import shred
 
 Progress = Callable[[str], None]
 # Key file name -> (scope, item) for headerless version 1 files, which name neither.

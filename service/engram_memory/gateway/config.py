@@ -21,10 +21,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.groups import is_group_ref
 from engram_memory.host.confirmation import check_approver
 from engram_memory.host.tokens import TokenInvalid
-from engram_memory.policy.yaml_source import Path_, YamlSource, read_yaml
 
 # Tools that need a human yes whatever the configuration says (SPEC §7).
 ALWAYS_CONFIRMED = ("engram_memory_withdraw", "engram_memory_forget")

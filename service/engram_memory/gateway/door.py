@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from engram_memory.contract.refusals import RefusalReason
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.refusal_flood import RefusalFlood
-from engram_memory.json_gate import INVALID_REQUEST, GateRefusal
+from engram_memory.transport.json_gate import INVALID_REQUEST, GateRefusal
 
 REQUEST_REFUSED = "request_refused"
 CALL_REFUSED = "call_refused"

@@ -54,11 +54,16 @@ from engram_memory.gateway.oauth import (
 )
 from engram_memory.gateway.server import build_gateway_server
 from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
-from engram_memory.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
-from engram_memory.http_settings import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpSettings, is_loopback
-from engram_memory.json_gate import GateRefusal
-from engram_memory.json_gate_http import ASGIApp, JsonGate, Receive, Scope, Send
-from engram_memory.stopping import GracefulStop
+from engram_memory.transport.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
+from engram_memory.transport.http_settings import (
+    LOOPBACK_HOSTS,
+    LOOPBACK_ORIGINS,
+    HttpSettings,
+    is_loopback,
+)
+from engram_memory.transport.json_gate import GateRefusal
+from engram_memory.transport.json_gate_http import ASGIApp, JsonGate, Receive, Scope, Send
+from engram_memory.transport.stopping import GracefulStop
 
 # How long a stopping gateway lets the upstream connection close on its own.
 UPSTREAM_CLOSE_S = 5.0

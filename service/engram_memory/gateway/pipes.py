@@ -34,8 +34,8 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
 from engram_memory.gateway.door import OVERSIZED, SdkModel, sdk_accepts
-from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
-from engram_memory.stdin_lines import StdinLines
+from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.transport.stdin_lines import StdinLines
 
 # The same bound `engram-memory serve` puts on a stdio request line (http_settings.py).
 MAX_LINE_BYTES = 4 * 1024 * 1024

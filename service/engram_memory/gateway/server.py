@@ -52,7 +52,7 @@ from engram_memory.host.confirmation import (
 )
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.json_gate import DUPLICATE_ARGUMENT_KEYS
+from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS
 
 log = logging.getLogger("engram_memory.gateway")
 

@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from engram_memory.policy.data import TOOLS
+from engram_memory.contract.types import ToolName
 
 _SAFE_INT_MAX = 2**53 - 1
+_TOOL_NAMES = frozenset(ToolName)
 
 
 def _sorted_unique(values: list[str]) -> list[str]:
@@ -29,7 +30,7 @@ Millis = Annotated[int, Field(ge=0, le=_SAFE_INT_MAX)]
 
 
 def _known_tools(values: list[str]) -> list[str]:
-    if not set(values) <= set(TOOLS):
+    if not set(values) <= set(_TOOL_NAMES):
         raise ValueError("unknown tool")
     return values
 

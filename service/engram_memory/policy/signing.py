@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,26 +35,20 @@ import jwt
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DATA_FILE,
-    LOCK_FILE,
     MANIFEST_FILE,
     SIGNATURES_FILE,
     WASM_FILE,
     BundleError,
     content_digest,
-    read_lock,
     tarball_files,
     verify_bundle,
-    write_tarball,
 )
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.opa_hash import HASH_ALGORITHM, opa_file_hash
 from engram_memory.policy.signing_keys import (
     ALGORITHM,
     VerificationKey,
-    check_key_id,
-    load_signing_key,
     load_verification_key,
-    public_key_fingerprint,
 )
 
 __all__ = [
@@ -65,7 +57,6 @@ __all__ = [
     "VerificationKey",
     "load_signed_bundle",
     "load_verification_key",
-    "sign_bundle",
     "verify_signed_bundle",
     "verify_signed_tarball",
 ]
@@ -90,89 +81,6 @@ class SignedBundle:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _file_entry(name: str, content: bytes) -> dict[str, str]:
-    return {"name": name, "hash": opa_file_hash(name, content), "algorithm": HASH_ALGORITHM}
-
-
-def _tarball_bytes(files: dict[str, bytes]) -> bytes:
-    """The reproducible tarball `write_tarball` makes of `files`, as bytes."""
-    with tempfile.TemporaryDirectory(prefix="engram-sign-") as tmp:
-        write_tarball(files, Path(tmp) / BUNDLE_FILE)
-        return (Path(tmp) / BUNDLE_FILE).read_bytes()
-
-
-def _atomic_write(target: Path, content: bytes) -> None:
-    """Replace `target` by `content` through a temporary file beside it (a reader never
-    sees half a tarball or lock).
-
-    Raises:
-        BundleError: the directory cannot be written.
-    """
-    try:
-        fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise BundleError(f"{target.parent}: cannot write the signed bundle") from exc
-    try:
-        Path(temporary).write_bytes(content)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except OSError as exc:
-        Path(temporary).unlink(missing_ok=True)
-        raise BundleError(f"{target}: cannot write the signed bundle") from exc
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def sign_bundle(bundle_dir: Path, signing_key: Path, key_id: str) -> None:
-    """Add `.signatures.json` to `bundle_dir/bundle.tar.gz` (replacing an earlier one) and
-    record the signature in the lock. The bundle must first verify against its lock, so a
-    tampered bundle is never signed. RS256 is deterministic: same bundle and key, same bytes.
-
-    Raises:
-        SigningKeyError: unusable signing key or key id.
-        BundleError: the bundle does not match its lock (or changed while being signed).
-    """
-    check_key_id(key_id)
-    private_key = load_signing_key(signing_key)
-    directory = Path(bundle_dir)
-    identity = verify_bundle(directory)
-    lock = read_lock(directory)
-    try:
-        tar_bytes = (directory / BUNDLE_FILE).read_bytes()
-        wasm = (directory / WASM_FILE).read_bytes()
-    except OSError as exc:
-        raise BundleError(f"{directory}: missing bundle artifact") from exc
-    if _sha256(tar_bytes) != lock["bundle"]["sha256"] or _sha256(wasm) != lock["wasm"]["sha256"]:
-        raise BundleError(f"{directory}: bundle changed while being signed")
-    files = tarball_files(tar_bytes, directory / BUNDLE_FILE)
-    files.pop(SIGNATURES_FILE, None)
-    claims = {
-        "files": [_file_entry(name, files[name]) for name in sorted(files)],
-        "keyid": key_id,
-        WASM_CLAIM: {"name": WASM_FILE, "hash": _sha256(wasm), "algorithm": HASH_ALGORITHM},
-    }
-    payload = json.dumps(claims, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    token = jwt.PyJWS().encode(payload, private_key, algorithm=ALGORITHM, headers={"kid": key_id})
-    signed = {**files, SIGNATURES_FILE: json.dumps({"signatures": [token]}).encode("utf-8")}
-    # Check our own output with the public half before replacing anything.
-    public = VerificationKey(key_id, private_key.public_key(), directory)
-    if _verified(signed, public)[0] != identity:
-        raise BundleError(f"{directory}: signed bundle does not carry the lock's identity")
-    signed_tar = _tarball_bytes(signed)
-    _atomic_write(directory / BUNDLE_FILE, signed_tar)
-    lock["bundle"]["sha256"] = _sha256(signed_tar)
-    lock["signature"] = {
-        "algorithm": ALGORITHM,
-        "file": SIGNATURES_FILE,
-        "key_id": key_id,
-        "public_key_sha256": public_key_fingerprint(private_key.public_key()),
-    }
-    text = json.dumps(lock, indent=2, sort_keys=True) + "\n"
-    _atomic_write(directory / LOCK_FILE, text.encode("utf-8"))
 
 
 def _single_token(raw: bytes | None) -> str:
@@ -258,7 +166,7 @@ def _identity(files: dict[str, bytes]) -> BundleIdentity:
     return identity
 
 
-def _verified(
+def verified_files(
     files: dict[str, bytes], key: VerificationKey
 ) -> tuple[BundleIdentity, dict[str, Any]]:
     unsigned = dict(files)
@@ -277,7 +185,7 @@ def verify_signed_tarball(tar_bytes: bytes, key: VerificationKey) -> BundleIdent
         BundleError: unreadable tarball, or a signed revision that does not name the
             content.
     """
-    return _verified(tarball_files(tar_bytes, "bundle tarball"), key)[0]
+    return verified_files(tarball_files(tar_bytes, "bundle tarball"), key)[0]
 
 
 def _check_wasm_claim(claims: dict[str, Any], wasm: bytes) -> None:
@@ -311,7 +219,7 @@ def load_signed_bundle(
         raise BundleError(f"{directory}: missing bundle artifact") from exc
     files = tarball_files(tar_bytes, directory / BUNDLE_FILE)
     try:
-        identity, claims = _verified(files, key)
+        identity, claims = verified_files(files, key)
         if bind_wasm:
             _check_wasm_claim(claims, wasm)
     except BundleSignatureInvalid as exc:

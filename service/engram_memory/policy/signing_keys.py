@@ -18,8 +18,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from engram_memory._internal.private_files import check_trusted_file
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.private_files import check_trusted_file
 
 ALGORITHM = "RS256"
 MIN_KEY_BITS = 2048

@@ -32,9 +32,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from engram_memory._internal.durable_files import fsync_directory
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import EngramError, StoreBehindAnchor
-from engram_memory.durable_files import fsync_directory
 from engram_memory.store.database import (
     CommitOutcomeUnknown,
     Database,

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from engram_memory.durable_files import fsync_directory, fsync_path, shred
-from engram_memory.private_files import make_private
+from engram_memory._internal.durable_files import fsync_directory, fsync_path, shred
+from engram_memory._internal.private_files import make_private
 from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.private_files import make_private, make_private_directory
+from engram_memory._internal.private_files import make_private, make_private_directory
 from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,

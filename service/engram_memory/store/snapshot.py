@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.private_files import make_private
+from engram_memory._internal.private_files import make_private
 
 _ALIAS = "engram_snapshot"
 

@@ -34,6 +34,7 @@ from engram_memory.contract.parsing import (
     decode_arguments,
     validate_arguments,
 )
+from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
 from engram_memory.contract.types import ToolName
@@ -42,7 +43,6 @@ from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
 from engram_memory.core.failures import known_failure
 from engram_memory.core.flood_bound import FloodLimits
-from engram_memory.core.host_audit import PreBindingRefusal, RefusalReason
 from engram_memory.core.refusal_stream import RefusalStream
 from engram_memory.core.replay_guard import AuditIdGuard, kept_until_ms
 from engram_memory.core.revision_audit import RevisionChangeRecorder
@@ -144,7 +144,7 @@ class CallRequest:
     # The JSON gate saw a duplicate key in the raw arguments (json_gate.py); never set from
     # anything the client sent in the parsed request.
     duplicate_argument_keys: bool = False
-    # Where the call came from, for the audit of its refusals (core/host_audit.py): the
+    # Where the call came from, for the audit of its refusals (contract/refusals.py): the
     # transport, and the client's IP over HTTP or "stdio".
     transport: str = "in-process"
     peer: str = "in-process"

@@ -1,0 +1,93 @@
+"""`audit verify` and `audit export` on a store no server holds: every chain, receipt and row.
+
+Shared by the `audit` command and `admin restore` (which verifies a staged copy first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from engram_memory.contract.errors import (
+    StoreBehindAnchor,
+)
+from engram_memory.core.checkpoints import export_signed, wall_clock_ms
+from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
+from engram_memory.store import audit, journal
+from engram_memory.store.anchors import AnchorFile, find_loss
+from engram_memory.store.database import Database
+from engram_memory.store.integrity import read_every_row
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `audit verify` checked."""
+
+    events: int
+    entries: int
+    receipts: int
+    tables: int
+    rows: int
+    anchor: str  # "checked", "checked (MAC not checked: no root key)", or "not checked"
+
+
+def verify_data_dir(data_dir: Path) -> tuple[int, int, int]:
+    """Returns (journal events, audit entries, receipts) verified (no anchor comparison:
+    restore verifies a staged copy that has no anchor yet).
+
+    Raises:
+        JournalCorrupt / AuditChainBroken: the first defect found.
+        StoreCorrupt: a block failed its checksum.
+    """
+    verified = verify_store(data_dir, None)
+    return verified.events, verified.entries, verified.receipts
+
+
+def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
+    """Verify every chain and receipt, read every row, and compare with `anchor` if given.
+
+    Raises:
+        JournalCorrupt / AuditChainBroken: the first defect found.
+        StoreCorrupt: a block failed its checksum.
+        StoreOpenFailed: the store file cannot be opened.
+        StoreBehindAnchor: the store lacks what its anchor recorded.
+    """
+    database = Database.open(data_dir, read_only=True)
+    try:
+        with database.transaction() as tx:
+            tables, rows = read_every_row(tx)
+            events = sum(journal.verify_scope(tx, scope) for scope in journal.scopes(tx))
+            entries, receipts = audit.verify(tx)
+        loss = None if anchor is None else find_loss(database, anchor)
+    finally:
+        database.close()
+    if loss is not None:
+        raise StoreBehindAnchor(f"store is behind its head anchor: {loss.summary()}")
+    checked = "not checked"
+    if anchor is not None:
+        checked = "checked" if anchor.authenticated else "checked (MAC not checked: no root key)"
+    return Verified(events, entries, receipts, tables, rows, checked)
+
+
+def export_data_dir(
+    data_dir: Path,
+    out_dir: Path,
+    key: CheckpointSigningKey | None = None,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> dict[str, object]:
+    """Verify, then export with a signed, timestamped manifest (and a checkpoint.json) when
+    `key` is given, an unsigned timestamped one otherwise; an export of a broken chain is
+    refused. (The store is read-only here: the checkpoint is not kept in it.)
+
+    Raises:
+        JournalCorrupt / AuditChainBroken: verification failed; nothing is exported.
+    """
+    verify_data_dir(data_dir)
+    database = Database.open(data_dir, read_only=True)
+    try:
+        with database.transaction() as tx:
+            manifest, _ = export_signed(tx, out_dir, progress, key, wall_clock_ms())
+            return manifest
+    finally:
+        database.close()

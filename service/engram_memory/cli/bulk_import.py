@@ -1,0 +1,131 @@
+"""`engram-memory import`: load a JSONL file of captures for one scope (bulk/importer.py).
+
+The run is an operator's act: the named human needs the `maintain` authority of the workspace
+(`engram.maintenance`), and the run is audited as `admin:import` with its counts; each line is
+audited as the two tool calls it makes, bound to `--principal` and `--purpose`. Prints a JSON
+summary on stdout and progress on stderr; exit 0 when every line was processed (refused lines
+are counted), 1 when the run itself was refused or stopped, 2 on a configuration problem
+(including a data directory a running server holds: DuckDB admits one writer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engram_memory.admin.maintenance import Operator, run_authorized
+from engram_memory.bulk.importer import DEFAULT_BATCH, ImportBinding, Importer
+from engram_memory.cli.service_flags import add_service_flags, config_from_flags
+from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.errors import ConfigurationError, ToolError
+from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.runtime import CallContext, Services
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "import",
+        help="load JSONL captures for one scope through the tools' own checks, batched",
+    )
+    add_service_flags(parser)
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--principal", required=True, help="whose captures these are")
+    parser.add_argument("--purpose", required=True, help="the bound purpose_ref: purpose:<x>")
+    parser.add_argument("--operator", required=True, help="the human running it: human:<x>")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=DEFAULT_BATCH,
+        help=f"lines per write transaction (default {DEFAULT_BATCH})",
+    )
+    parser.add_argument("file", help="JSONL, one engram_memory_capture arguments object a line")
+    return parser
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank line; undecodable bytes become U+FFFD, which
+    the argument checks then refuse with the line (never the run).
+
+    Raises:
+        ConfigurationError: the file cannot be read.
+    """
+    try:
+        with path.open("rb") as lines:
+            for number, raw in enumerate(lines, start=1):
+                text = raw.decode("utf-8", errors="replace").strip()
+                if text:
+                    yield number, text
+    except OSError as exc:
+        raise ConfigurationError(f"import file {path} cannot be read") from exc
+
+
+def _count_lines(path: Path) -> int:
+    return sum(1 for _ in numbered_lines(path))
+
+
+def import_file(
+    services: Services, who: Operator, binding: ImportBinding, path: Path, batch: int
+) -> dict[str, JsonValue]:
+    """Run the import as `who`, audited as `admin:import`; returns the summary. An empty
+    `binding.session` takes the session of the run's own entry.
+
+    Raises:
+        ToolError: UNAUTHORIZED without `maintain`; STORE_UNAVAILABLE and the like when the
+            run stops (committed batches stay).
+        ConfigurationError: the file cannot be read.
+    """
+    total = _count_lines(path)
+
+    def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
+        bound = binding if binding.session else replace(binding, session=ctx.invocation.session)
+        importer = Importer(services, bound, _progress)
+        importer.run(numbered_lines(path), total, batch)
+        summary: dict[str, JsonValue] = {"lines": total, **dict(sorted(importer.counts.items()))}
+        return ToolOutcome.succeeded(summary, audit)
+
+    return run_authorized(services, who, "import", "maintain", act)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engram_memory.server.app import open_service
+
+    if args.batch < 1:
+        raise ConfigurationError("--batch must be at least 1")
+    path = Path(args.file)
+    if not path.is_file():
+        raise ConfigurationError(f"import file {path} does not exist")
+    config = config_from_flags(args)
+    who = Operator(args.tenant, args.workspace, args.operator)
+    binding = ImportBinding(
+        tenant=args.tenant,
+        workspace=args.workspace,
+        principal=args.principal,
+        purpose_ref=args.purpose,
+        session="",  # the run's own: see import_file
+    )
+    try:
+        # A running server holds the store: opening it fails with a one-line message (exit 2).
+        with open_service(config) as service:
+            services = service.services
+            # Running the import is the operator's opt-in to memory for this scope.
+            services.settings = replace(services.settings, host_memory_enabled=True)
+            output = import_file(services, who, binding, path, args.batch)
+    except ToolError as error:
+        print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
+        return 1
+    except KeyboardInterrupt:
+        # The open batch rolled back; every committed one replays on the rerun.
+        print("engram-memory: import interrupted; rerun the same file to resume", file=sys.stderr)
+        return 1
+    print(json.dumps({"ok": True, "value": output}, indent=2))
+    return 0

@@ -1,0 +1,1 @@
+"""The MCP SDK's client side: the reference host, the demo, connection diagnostics."""

@@ -1,0 +1,167 @@
+"""Open the store, keys and policy engine that every entry point shares, as `Services`.
+
+`serve` (server/app.py) wraps them in the agent service; `admin`, `import` and `audit`
+commands open them directly when no server holds the data directory. Either way the store
+is compared with its head anchor, interrupted key destructions are completed, and the data
+directory is tightened before anything is served.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from engram_memory._internal.private_files import secure_data_dir
+from engram_memory.contract.errors import ConfigurationError, StoreDamaged
+from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
+from engram_memory.core.forgotten import key_forgotten_rows
+from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
+from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.search_index import follow_store
+from engram_memory.core.service_config import ServiceConfig
+from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
+from engram_memory.host.keys import HostKeyring
+from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.fleet import open_policy
+from engram_memory.store.anchors import open_anchor
+from engram_memory.store.database import (
+    Database,
+    StoreCorrupt,
+    StoreOpenFailed,
+    StoreUnavailable,
+    StoreVersionSkew,
+)
+from engram_memory.store.driver_errors import OpenFailure
+from engram_memory.store.integrity import read_every_row
+from engram_memory.store.side_writes import sweep_orphan_index
+
+
+def _clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def open_store(
+    config: ServiceConfig, root_key: RootKey, *, tolerate_loss: bool = False
+) -> Database:
+    """The store of `config`, compared with its head anchor and attached to it.
+
+    With `tolerate_loss` (only `admin accept-loss`) a loss is kept on `database.anchor`.
+
+    Raises:
+        ConfigurationError: held by another process (with its PID), not a store, a data
+            directory that is a file, a schema skew, or otherwise unopenable (exit 2).
+        StoreDamaged: the file failed a checksum or header check (exit 4).
+        StoreBehindAnchor: the store lacks acknowledged writes (exit 3).
+    """
+    where = config.data_dir
+    try:
+        database = Database.open(where, announce_damage=False)
+    except StoreVersionSkew as exc:
+        raise ConfigurationError(f"store in {where}: {exc}") from exc
+    except StoreOpenFailed as exc:
+        if exc.failure is OpenFailure.DAMAGED:
+            raise StoreDamaged(exc.line) from exc
+        raise ConfigurationError(exc.line) from exc
+    except StoreCorrupt as exc:
+        raise StoreDamaged(
+            f"store file in {where} is damaged (a block failed its checksum)"
+        ) from exc
+    except StoreUnavailable as exc:
+        raise ConfigurationError(f"store in {where} cannot be opened") from exc
+    try:
+        # One sequential read of every row: a damaged block is found now, not by a later
+        # call that would then fail (store/integrity.py).
+        with database.transaction() as tx:
+            read_every_row(tx)
+        open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
+        # Only a store that will be served is changed: index rows an admission staged but
+        # never committed go (core/indexing.py); a no-op read when there are none.
+        with database.transaction() as tx:
+            sweep_orphan_index(tx)
+        # Items forgotten by an earlier build keep only keyed digests from here on.
+        key_forgotten_rows(database, root_key)
+        database.announce_damage = True  # serving from here: damage is logged once
+    except StoreCorrupt as exc:
+        database.close(checkpoint=False)
+        raise StoreDamaged(
+            f"store file in {where} is damaged (a block failed its checksum)"
+        ) from exc
+    except StoreUnavailable as exc:
+        database.close(checkpoint=False)
+        raise ConfigurationError(f"head anchor in {where} cannot be written") from exc
+    except BaseException:
+        database.close(checkpoint=False)
+        raise
+    return database
+
+
+@contextmanager
+def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iterator[Services]:
+    """Raises: ConfigurationError: keys, data directory (another user's entry), policy
+    engine or store unusable (one line, named);
+    StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
+    root_key = RootKey.load(config.root_key)
+    host_keys = HostKeyring.from_file(config.host_keys)
+    checkpoint_key = load_checkpoint_key(config.checkpoint_key)
+    # Before anything is written: a data directory holding another user's entry is refused.
+    secure_data_dir(config.data_dir, tighten=False)
+    grace_s = orphan_grace_s()
+    with open_policy(
+        config.policy,
+        config.bundle,
+        verification_key=config.bundle_verification_key,
+        bundle_service=config.bundle_service,
+    ) as (engine, identity):
+        database = open_store(config, root_key, tolerate_loss=tolerate_loss)
+        try:
+            # The store will be served: what was found looser than 0700/0600 is tightened.
+            secure_data_dir(config.data_dir)
+            keys = _settled_keys(database, config, grace_s)
+            services = Services(
+                database=database,
+                keys=keys,
+                decider=PolicyDecider(engine, identity, _clock_ms),
+                root_key=root_key,
+                host_keys=host_keys,
+                settings=ServiceSettings(
+                    host_memory_enabled=config.memory_enabled,
+                    refusal_burst=config.refusal_burst,
+                    refusal_interval_ms=config.refusal_interval_s * 1000,
+                ),
+                clock_ms=_clock_ms,
+                search_index=follow_store(database),
+                checkpoint_key=checkpoint_key,
+            )
+            checkpoints = None
+            if checkpoint_key is not None:
+                checkpoints = CheckpointWriter(
+                    database, checkpoint_key, config.checkpoint_interval_s * 1000, _clock_ms
+                )
+                checkpoints.start()
+            try:
+                yield services
+            finally:
+                if checkpoints is not None:
+                    checkpoints.close()
+        finally:
+            database.index_commits.follow(None)
+            database.close()
+
+
+def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:
+    """The key store, after every key destruction a crash interrupted was carried out and
+    leftovers and orphans were removed: before anything is served.
+
+    Raises:
+        ConfigurationError: the key directory cannot be settled (nothing is served).
+    """
+    try:
+        keys = KeyStore(config.data_dir / KEYS_DIRECTORY)
+        recover_key_directory(database, keys, grace_s=grace_s)
+    except (KeyStoreUnavailable, StoreUnavailable) as exc:
+        raise ConfigurationError(
+            f"key directory in {config.data_dir} cannot be settled with the store ({exc})"
+        ) from exc
+    return keys

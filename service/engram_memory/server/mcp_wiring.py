@@ -1,0 +1,330 @@
+"""MCP wiring only: the SDK's low-level `Server`, over stdio or streamable HTTP.
+
+Everything that decides lives in `tools/`; this module turns `tools/list` and `tools/call` into
+`MemoryService` calls, envelopes into `CallToolResult`s, and refusals into JSON-RPC errors with
+constant messages and no data. With stdio_serving.py (the stdio session's streams) it is
+the only code that imports the MCP SDK's server side.
+
+Nothing reaches the SDK's parser unjudged: every stdio line (stdin_lines.py) and HTTP body
+(json_gate_http.py) passes the strict JSON gate (json_gate.py) first, and the gate's
+refusals are answered here; on the way out every JSON-RPC error is made constant.
+
+Both transports stop gracefully (stopping.py): over stdio a stop signal ends the reading of
+requests, waits (bounded) until every request read has been answered, then ends the session
+as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import mcp_types as types
+import uvicorn
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from engram_memory import package_version
+from engram_memory.contract.envelope import envelope_json
+from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
+from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
+from engram_memory.contract.schemas import ToolSpec
+from engram_memory.host.confirmation import CONFIRMATION_META_KEY
+from engram_memory.host.context import INVOCATION_META_KEY
+from engram_memory.tools.dispatch import CallRequest, MemoryService
+from engram_memory.transport.http_guard import TransportGuard
+from engram_memory.transport.http_serving import AdmitWhileServing, HealthProbe, serve_asgi
+from engram_memory.transport.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
+from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
+from engram_memory.transport.json_gate_http import JsonGate, mark_handler_reached
+from engram_memory.transport.stdin_lines import RefusalAnswer, StdinLines
+from engram_memory.transport.stdio_serving import CountingReads, CountingWrites, stop_on_signal
+from engram_memory.transport.stopping import GracefulStop
+
+if TYPE_CHECKING:  # the SDK's stream protocols, for annotations only
+    from mcp.shared._stream_protocols import WriteStream
+
+log = logging.getLogger("engram_memory.mcp")
+
+SERVER_NAME = "engram-memory"
+# DuckDB serializes writes anyway; a small pool keeps policy I/O overlapping without piling up.
+_WORKER_LIMIT = anyio.CapacityLimiter(4)
+
+
+class _ServiceRefusal(MCPError):
+    """A refusal `MemoryService` decided (and audits itself); the SDK's own are `MCPError`."""
+
+
+def _rpc_error(code: ProtocolCode) -> MCPError:
+    return _ServiceRefusal(code.rpc_code, code.message)
+
+
+# The SDK's refusals of a request before any handler ran, as the host-level audit names them.
+_SDK_REFUSAL_REASONS = {
+    types.METHOD_NOT_FOUND: RefusalReason.METHOD_NOT_FOUND,
+    types.INVALID_PARAMS: RefusalReason.INVALID_REQUEST,
+    types.INVALID_REQUEST: RefusalReason.INVALID_REQUEST,
+}
+
+
+def _constant_mcp_error(error: types.ErrorData) -> MCPError:
+    return MCPError(error.code, wire_error_message(error.code, error.message))
+
+
+def _sdk_accepts(message: object) -> bool:
+    """Whether the SDK's own message model takes `message` (after the JSON gate passed it)."""
+    try:
+        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:
+        return False
+    return True
+
+
+class _ConstantErrors:
+    """Middleware: nothing but our constant protocol errors leaves the server.
+
+    The SDK would otherwise echo `str(exc)` on the 2025-11-25 era, which can carry paths,
+    SQL or content; here any unexpected exception becomes the constant -32603. The SDK's own
+    errors lose their data and any interpolated message (-32601 would echo the method name),
+    and are recorded as refusals before binding (the service records its own).
+    """
+
+    def __init__(self, service: MemoryService) -> None:
+        self._service = service
+
+    async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        mark_handler_reached(ctx.request)  # audited here and below, not again by the gate
+        try:
+            return await call_next(ctx)
+        except _ServiceRefusal:
+            raise
+        except MCPError as error:
+            reason = _SDK_REFUSAL_REASONS.get(error.error.code)
+            if reason is not None:
+                await self._audit(ctx, reason)
+            raise _constant_mcp_error(error.error) from None
+        except ValidationError:
+            # The SDK's model of the method's params refused them: a client error, not ours.
+            await self._audit(ctx, RefusalReason.INVALID_REQUEST)
+            raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+        except Exception:  # noqa: BLE001 - the wire boundary: nothing leaks
+            log.error("request %s failed unexpectedly", protocol_method(ctx.method))
+            raise _rpc_error(ProtocolCode.CONTEXT_UNAVAILABLE) from None
+
+    async def _audit(self, ctx: ServerRequestContext[Any], reason: RefusalReason) -> None:
+        client = getattr(ctx.request, "client", None)  # a Starlette request over HTTP
+        transport, peer = ("http", str(client.host)) if client is not None else ("stdio", "stdio")
+        token = _meta_value(ctx.meta, INVOCATION_META_KEY)
+        refusal = PreBindingRefusal(transport, peer, protocol_method(ctx.method), reason, token)
+        await anyio.to_thread.run_sync(
+            self._service.refused_before_binding, refusal, limiter=_WORKER_LIMIT
+        )
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=dict(spec.input_schema),
+        output_schema=dict(spec.output_schema),
+        annotations=types.ToolAnnotations(**spec.annotations),
+    )
+
+
+def _meta_value(meta: Mapping[str, Any] | None, key: str) -> object:
+    return None if meta is None else meta.get(key)
+
+
+def _peer(ctx: ServerRequestContext[Any], transport: str) -> str:
+    """The client's address as the audit records it: the IP over HTTP (the SDK attaches
+    the Starlette request), "stdio" over stdio."""
+    if transport != "http":
+        return transport
+    client = getattr(ctx.request, "client", None)
+    host = getattr(client, "host", None)
+    return host if isinstance(host, str) and host else "unknown"
+
+
+def build_server(
+    service: MemoryService, stop: GracefulStop | None = None, transport: str = "stdio"
+) -> Server[Any]:
+    """The MCP server of `service` over `transport` ("stdio" or "http"); an abandoned drain
+    of `stop` cancels its calls."""
+    stop = stop or GracefulStop()
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        token = _meta_value(ctx.meta, INVOCATION_META_KEY)
+        list_tools = partial(service.list_tools, transport=transport, peer=_peer(ctx, transport))
+        try:
+            specs = await anyio.to_thread.run_sync(list_tools, token, limiter=_WORKER_LIMIT)
+        except ProtocolRefusal as refusal:
+            raise _rpc_error(refusal.code) from None
+        return types.ListToolsResult(tools=[_tool(spec) for spec in specs])
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        cancellation = threading.Event()
+        request = CallRequest(
+            tool=params.name,
+            arguments=params.arguments if params.arguments is not None else {},
+            invocation_token=_meta_value(params.meta, INVOCATION_META_KEY),
+            confirmation_token=_meta_value(params.meta, CONFIRMATION_META_KEY),
+            cancellation=cancellation,
+            # Set by the JSON gate for this very message (json_gate.py explains why a
+            # context variable): the client cannot set it.
+            duplicate_argument_keys=DUPLICATE_ARGUMENT_KEYS.get(),
+            transport=transport,
+            peer=_peer(ctx, transport),
+        )
+        try:
+            with stop.cancellable(cancellation):
+                envelope = await anyio.to_thread.run_sync(
+                    service.call_tool, request, limiter=_WORKER_LIMIT, abandon_on_cancel=True
+                )
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled (the SDK sends no response): the worker stops with
+            # CANCELLED at its next check before commit, and its envelope is discarded.
+            cancellation.set()
+            raise
+        except ProtocolRefusal as refusal:
+            raise _rpc_error(refusal.code) from None
+        return types.CallToolResult(
+            content=[types.TextContent(text=envelope_json(envelope))],
+            structured_content=envelope,
+            is_error=not envelope["ok"],
+        )
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=package_version(),
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        # The 2026 HTTP path would otherwise call on_list_tools without our context to find
+        # schemas for header validation; we validate arguments ourselves.
+        get_tool_input_schema=lambda name: None,
+    )
+    server.middleware.append(_ConstantErrors(service))
+    return server
+
+
+# -- stdio -------------------------------------------------------------------------------
+
+
+def _refusal_answerer(
+    service: MemoryService, write_stream: WriteStream[SessionMessage]
+) -> RefusalAnswer:
+    """Answer a refused stdio line on the wire, then record it in the host-level stream."""
+
+    async def answer(refusal: GateRefusal) -> None:
+        # Straight to the SDK's writer, not through CountingWrites: the refusal's id (if
+        # any) must not end the flight of a request that shares it.
+        await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
+        await _audit_refusal(service, refusal, "stdio", "stdio")
+
+    return answer
+
+
+async def _audit_refusal(
+    service: MemoryService, refusal: GateRefusal, transport: str, peer: str
+) -> None:
+    record = PreBindingRefusal(transport, peer, refusal.method, refusal.reason, refusal.token)
+    await anyio.to_thread.run_sync(service.refused_before_binding, record, limiter=_WORKER_LIMIT)
+
+
+async def serve_stdio(
+    service: MemoryService,
+    stop: GracefulStop | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained; a
+    line longer than `max_request_bytes` is answered -32600 and never kept."""
+    stop = stop or GracefulStop()
+    server = build_server(service, stop, "stdio")
+    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts, max_bytes=max_request_bytes)
+    lines.start()
+    # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
+    stdin = cast("anyio.AsyncFile[str]", lines)
+    async with (
+        stdio_server(stdin=stdin) as (read_stream, write_stream),
+        anyio.create_task_group() as group,
+    ):
+        lines.answer_refusals(_refusal_answerer(service, write_stream))
+        group.start_soon(stop_on_signal, stop, lines)
+        await server.run(
+            CountingReads(read_stream, stop),
+            CountingWrites(write_stream, stop),
+            server.create_initialization_options(),
+        )
+        group.cancel_scope.cancel()
+
+
+# -- streamable HTTP ----------------------------------------------------------------------
+
+
+def _json_gated(app: Any, service: MemoryService, max_body: int) -> JsonGate:
+    """`app` behind the strict-JSON gate; its refusals are recorded like stdio's."""
+
+    async def audited(refusal: GateRefusal, peer: str) -> None:
+        await _audit_refusal(service, refusal, "http", peer)
+
+    return JsonGate(app, max_body=max_body, accepts=_sdk_accepts, on_refusal=audited)
+
+
+def http_server(
+    service: MemoryService,
+    host: str,
+    port: int,
+    stop: GracefulStop | None = None,
+    settings: HttpSettings | None = None,
+) -> uvicorn.Server:
+    """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start); run it
+    with the socket from `listen`. It prints its URL once it listens. `settings` bound its
+    connections, sessions, timeouts and request size (http_settings.py)."""
+    stop = stop or GracefulStop()
+    settings = settings or HttpSettings(host=host)
+    # Not json_response: a quick call still answers with plain JSON, but a call that runs on
+    # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
+    app = build_server(service, stop, "http").streamable_http_app(
+        streamable_http_path="/mcp",
+        json_response=False,
+        host=host,
+        max_request_body_size=settings.max_request_bytes,
+        # Backstops only: the guard admits and ends sessions before the SDK's own limits bite
+        # (an ended session may still be winding down in the SDK when its place is reused).
+        max_sessions=2 * settings.max_sessions,
+        session_idle_timeout=settings.session_idle_seconds + 60,
+        # The SDK checks Host/Origin only on loopback by default; here always, with the
+        # operator's lists off loopback (required by http_settings).
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(settings.allowed_hosts),
+            allowed_origins=list(settings.allowed_origins),
+        ),
+    )
+    # Outermost the guard, which reads the whole body first (so neither the JSON gate nor
+    # the SDK ever sees half a body), then the drain, then the JSON gate, then the SDK.
+    gated = _json_gated(app, service, settings.max_request_bytes)
+    guarded = TransportGuard(
+        HealthProbe(AdmitWhileServing(gated, stop), stop),
+        settings,
+        keyring=service.services.host_keys,
+        on_refusal=service.refused_before_binding,
+        now_s=lambda: service.services.clock_ms() / 1000,
+    )
+    return serve_asgi(guarded, settings, port, stop)

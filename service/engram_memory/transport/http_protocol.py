@@ -1,0 +1,159 @@
+"""uvicorn's HTTP/1.1 protocol with the bounds it lacks: a cap on open connections (in all
+and per client address), and a deadline for a request's headers and another for its body.
+
+uvicorn times out only the idle gap between two requests (`timeout_keep_alive`): a client
+that trickles its headers byte by byte, opens a connection and sends nothing, or never
+finishes its body holds the connection (and a file descriptor) for ever. Here every request
+must have its headers within `header_timeout_seconds` of its first byte (or of the
+connection), and its whole body within `body_timeout_seconds` after them; otherwise the
+connection is closed. A connection over `max_connections`, or over
+`max_connections_per_peer` from one address, is closed as soon as it is made: one address
+cannot take every connection (uvicorn's `limit_concurrency` would still accept the
+connection and hold it until its request arrives, to answer 503).
+
+A client that drops its connection mid-request costs one log line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+from engram_memory.transport.http_settings import HttpSettings
+
+log = logging.getLogger("engram_memory.http")
+
+
+class LogBudget:
+    """At most `per_minute` lines of one kind a minute; the rest are counted and reported
+    in one line when the next minute starts, so a flood cannot flood the log."""
+
+    def __init__(self, per_minute: int = 20, clock: Any = time.monotonic) -> None:
+        self._per_minute, self._clock = per_minute, clock
+        self._window_start = clock()
+        self._lines = 0
+        self._suppressed = 0
+
+    def warn(self, line: str) -> None:
+        now = self._clock()
+        if now - self._window_start >= 60:
+            if self._suppressed:
+                log.warning("%d more such lines suppressed in the last minute", self._suppressed)
+            self._window_start, self._lines, self._suppressed = now, 0, 0
+        if self._lines < self._per_minute:
+            self._lines += 1
+            log.warning("%s", line)
+        else:
+            self._suppressed += 1
+
+
+def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
+    """The uvicorn protocol class that enforces `settings`' connection cap and timeouts."""
+    budget = LogBudget()
+    open_by_peer: Counter[str] = Counter()
+
+    class GuardedH11Protocol(H11Protocol):
+        def __init__(
+            self,
+            config: Config,
+            server_state: ServerState,
+            app_state: dict[str, Any],
+            _loop: asyncio.AbstractEventLoop | None = None,
+        ) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            self._deadline: asyncio.TimerHandle | None = None
+            self._awaiting = ""  # the part of the request the deadline is for
+            self._counted = False  # in `open_by_peer`
+            self._timed_out = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            peer = self._peer()
+            if len(self.connections) > settings.max_connections:
+                refused = f"{settings.max_connections} are open (ENGRAM_HTTP_MAX_CONNECTIONS)"
+            elif open_by_peer[peer] >= settings.max_connections_per_peer:
+                refused = (
+                    f"{peer} has {settings.max_connections_per_peer} open "
+                    "(ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER)"
+                )
+            else:
+                open_by_peer[peer] += 1
+                self._counted = True
+                self._arm(settings.header_timeout_seconds)
+                return
+            budget.warn(f"refused a connection: {refused}")
+            self.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._follow_request()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._follow_request()  # a pipelined request may have been read already
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            if self._counted:
+                self._counted = False
+                open_by_peer[self._peer()] -= 1
+                if open_by_peer[self._peer()] <= 0:
+                    del open_by_peer[self._peer()]
+            if not self._timed_out and self._request_incomplete():
+                budget.warn(
+                    f"connection from {self._peer()} dropped before its request was complete"
+                )
+            super().connection_lost(exc)
+
+        def _request_incomplete(self) -> bool:
+            state = self.conn.their_state
+            if state is h11.SEND_BODY:
+                return True
+            return state is h11.IDLE and bool(self.conn.trailing_data[0])
+
+        def _follow_request(self) -> None:
+            """Re-arm the deadline for the part of the request now awaited."""
+            state = self.conn.their_state
+            if state is h11.IDLE:
+                if self._deadline is None and self.conn.trailing_data[0]:
+                    self._arm(settings.header_timeout_seconds)  # a request has begun
+            elif state is h11.SEND_BODY:
+                if self._awaiting != "body":
+                    self._arm(settings.body_timeout_seconds, part="body")
+            else:
+                self._disarm()  # the request is complete (or the connection is closing)
+
+        def _arm(self, seconds: float, part: str = "headers") -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(seconds, self._expire, part, seconds)
+            self._awaiting = part
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            self._awaiting = ""
+
+        def _expire(self, part: str, seconds: float) -> None:
+            self._deadline, self._awaiting = None, ""
+            if self.transport.is_closing():
+                return
+            self._timed_out = True
+            budget.warn(
+                f"closed a connection from {self._peer()}: request {part} not received "
+                f"within {seconds:g} s"
+            )
+            self.transport.close()
+
+        def _peer(self) -> str:
+            return self.client[0] if self.client else "unknown"
+
+    return GuardedH11Protocol
