@@ -7,13 +7,19 @@ import json
 import shutil
 import socket
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
 from engram_memory.cli.main import main
-from engram_memory.policy.authoring.calls import Binding, CallTool, ToolCall, plan_call
-from engram_memory.policy.authoring.data import TOOLS
+from engram_memory.contract.types import ToolName
+from engram_memory.policy.authoring.calls import (
+    Binding,
+    CallError,
+    ToolCall,
+    parse_call,
+    plan_call,
+)
 from engram_memory.policy.decider import PolicyDecider
 from tests.policy.conftest import POLICIES_DIR, subject
 
@@ -219,8 +225,11 @@ def test_the_text_report_names_file_and_line(capsys: pytest.CaptureFixture[str])
     assert f"acme.yaml:{grant_line}:" in capsys.readouterr().out
 
 
-def test_every_tool_of_the_policy_data_can_be_explained() -> None:
-    assert set(get_args(CallTool)) == {*TOOLS, "maintenance"}
+def test_every_tool_and_maintenance_can_be_explained_and_nothing_else() -> None:
+    for tool in (*ToolName, "maintenance"):
+        assert parse_call({"tool": tool}).tool == tool
+    with pytest.raises(CallError):
+        parse_call({"tool": "engram_memory_unknown"})
 
 
 def test_an_engine_that_does_not_answer_explains_as_policy_unavailable(

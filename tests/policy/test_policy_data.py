@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.authoring.data import TOOLS, PolicyDataError, duration_ms, load_policies
+from engram_memory.contract.types import ToolName
+from engram_memory.policy.authoring.data import PolicyDataError, duration_ms, load_policies
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from tests.policy.conftest import POLICIES_DIR, TEST_POLICIES_DIR
 
@@ -50,7 +51,7 @@ def test_the_shipped_sample_policies_compile() -> None:
     config = compile_policies(POLICIES_DIR)["engram"]["config"]
     assert set(config["tenants"]) == {"acme", "globex"}
     support = config["tenants"]["acme"]["workspaces"]["support"]
-    assert set(support["roles"]["steward"]) == set(TOOLS)
+    assert set(support["roles"]["steward"]) == set(ToolName)
     assert support["principals"]["user:bob"] == [
         {"roles": ["reader"], "purposes": ["purpose:support-case"]}
     ]

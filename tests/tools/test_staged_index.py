@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from engram_memory.core import indexing
+from engram_memory.core.opening import open_store
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.core.service_config import EMBEDDED, ServiceConfig
-from engram_memory.core.opening import open_store
 from engram_memory.store import memory
 from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.store.side_writes import sweep_orphan_index
@@ -86,25 +86,25 @@ def test_staged_rows_are_invisible_until_the_record_commits_and_match_indexing_i
 ) -> None:
     word = f"zq{uuid.uuid4().hex[:12]}"
     candidate_id, record_id = _pending(alice, _text(word))
-    from engram_memory.tools import admission
+    from engram_memory.core import mutation
 
     seen: dict[str, Any] = {}
     computed: list[tuple[CallContext, Any]] = []
-    commit, record_index = admission._commit, indexing.record_index
+    # The write transaction of a mutation, entered once its index is staged.
+    commit, record_index = mutation._transaction, indexing.record_index
 
-    def commit_after_looking(*args: Any) -> dict[str, Any]:
+    def commit_after_looking(*args: Any) -> mutation.Committed:
         # Another caller's search runs on its own thread, as in the server.
         with ThreadPoolExecutor(1) as other:
             seen["search"] = other.submit(search_ids, alice, word).result()
         seen["rows"] = _rows(services, record_id)
-        result: dict[str, Any] = commit(*args)
-        return result
+        return commit(*args)
 
     def remembered(ctx: CallContext, record: Any) -> indexing.RecordIndex:
         computed.append((ctx, record))
         return record_index(ctx, record)
 
-    monkeypatch.setattr(admission, "_commit", commit_after_looking)
+    monkeypatch.setattr(mutation, "_transaction", commit_after_looking)
     monkeypatch.setattr(indexing, "record_index", remembered)
 
     assert value(admit(alice, candidate_id))["outcome"]["record_id"] == record_id
@@ -162,21 +162,20 @@ def test_a_refused_accept_removes_its_staged_rows(
     alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     candidate_id, record_id = _pending(alice, _text("refused"))
-    from engram_memory.tools import admission
+    from engram_memory.core import mutation
 
-    commit = admission._commit
+    commit = mutation._transaction
 
     def withdraw() -> None:
         with services.database.transaction() as tx:
             memory.set_candidate_state(tx, SCOPE, candidate_id, "withdrawn", 0)
 
-    def withdrawn_meanwhile(*args: Any) -> dict[str, Any]:
+    def withdrawn_meanwhile(*args: Any) -> mutation.Committed:
         with ThreadPoolExecutor(1) as other:  # by another call, on its own thread
             other.submit(withdraw).result()
-        result: dict[str, Any] = commit(*args)
-        return result
+        return commit(*args)
 
-    monkeypatch.setattr(admission, "_commit", withdrawn_meanwhile)
+    monkeypatch.setattr(mutation, "_transaction", withdrawn_meanwhile)
     assert code(admit(alice, candidate_id)) == "NOT_FOUND"
     assert _rows(services, record_id) == ([], [])
 

@@ -9,15 +9,16 @@
 # scope: package
 package engram.common
 
-# The six agent tools; anything else in policy data is ignored.
-known_tools := {
-	"engram_memory_search",
-	"engram_memory_get",
-	"engram_memory_capture",
-	"engram_memory_request_admission",
-	"engram_memory_withdraw",
-	"engram_memory_forget",
-}
+# The six agent tools (contract/types.py ToolName), the only place Rego spells them;
+# anything else in policy data is ignored. Grouped as SPEC §7 confirms them: reads never,
+# withdraw and forget always, capture and request_admission when the workspace selects them.
+known_tools := (read_only_tools | always_confirmed_tools) | selectable_tools
+
+read_only_tools := {"engram_memory_search", "engram_memory_get"}
+
+always_confirmed_tools := {"engram_memory_withdraw", "engram_memory_forget"}
+
+selectable_tools := {"engram_memory_capture", "engram_memory_request_admission"}
 
 tenant := data.engram.config.tenants[input.tenant]
 

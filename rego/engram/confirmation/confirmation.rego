@@ -20,30 +20,24 @@ import data.engram.common
 default decision := {"required": true, "ttl_seconds": 300, "reasons": ["default_require"]}
 
 decision := {"required": true, "ttl_seconds": ttl, "reasons": ["always_required"]} if {
-	input.tool in always_required
+	input.tool in common.always_confirmed_tools
 }
 
 decision := {"required": true, "ttl_seconds": ttl, "reasons": ["selected_by_policy"]} if {
-	input.tool in selectable
+	input.tool in common.selectable_tools
 	selected
 }
 
 decision := {"required": false, "ttl_seconds": ttl, "reasons": ["not_selected"]} if {
-	input.tool in selectable
+	input.tool in common.selectable_tools
 	common.workspace
 	not selected
 }
 
 decision := {"required": false, "ttl_seconds": ttl, "reasons": ["read_only_tool"]} if {
-	input.tool in read_only
+	input.tool in common.read_only_tools
 	common.workspace
 }
-
-always_required := {"engram_memory_withdraw", "engram_memory_forget"}
-
-selectable := {"engram_memory_capture", "engram_memory_request_admission"}
-
-read_only := {"engram_memory_search", "engram_memory_get"}
 
 selected if {
 	some selector in common.workspace.confirmation.require[input.tool]

@@ -28,6 +28,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from engram_memory.contract.errors import ConfigurationError
 
 log = logging.getLogger("engram_memory.files")
@@ -80,6 +83,32 @@ def make_private_directory(path: Path) -> None:
     missing = [p for p in (path, *path.parents) if not p.exists()]
     for directory in reversed(missing):
         directory.mkdir(exist_ok=True, mode=DIRECTORY_MODE)
+
+
+def write_key_pair(private_path: Path, public_path: Path, private_key: Ed25519PrivateKey) -> None:
+    """Write `private_key` as unencrypted PKCS#8 PEM, 0600, and its public key as PEM beside
+    it, readable by all and writable by its owner only whatever the umask: a trusted public
+    key file that others could rewrite is refused (`check_trusted_file`).
+
+    Raises:
+        FileExistsError: the private key file exists (a private key is never overwritten).
+        OSError: either file cannot be written.
+    """
+    private_pem = private_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(private_pem)
+    public_pem = private_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    fd = os.open(public_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(public_pem)
+    os.chmod(public_path, stat.S_IMODE(os.stat(public_path).st_mode) & ~0o022)
 
 
 def check_trusted_file(path: Path, what: str) -> None:

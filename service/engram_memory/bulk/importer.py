@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode, ProtocolRefusal, ToolError
+from engram_memory.contract.types import ToolName
 from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome, refusal_outcome
 from engram_memory.core.runtime import CallContext, Services
@@ -43,8 +44,8 @@ from engram_memory.store.database import CommitOutcomeUnknown, Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
 
-CAPTURE = "engram_memory_capture"
-ADMIT = "engram_memory_request_admission"
+CAPTURE = ToolName.CAPTURE
+ADMIT = ToolName.REQUEST_ADMISSION
 IMPORT_HOST = "host:import"
 DEFAULT_BATCH = 500
 Progress = Callable[[str], None]

@@ -29,6 +29,7 @@ from engram_memory.client.reference_host import (
     connect,
     wait_until_listening,
 )
+from engram_memory.contract.types import ToolName
 from engram_memory.host.keys import HostSigningKey
 
 BINDING = Binding(
@@ -113,7 +114,7 @@ async def _session(host: ReferenceHost) -> int:
 
     _say("capture: a pending, sealed candidate (not searchable yet)")
     capture = await host.call(
-        "engram_memory_capture",
+        ToolName.CAPTURE,
         demo_capture_arguments(
             "Refund approved for order 4711 after the courier lost the parcel.",
             f"demo-capture-{time.time_ns()}",
@@ -124,7 +125,7 @@ async def _session(host: ReferenceHost) -> int:
 
     _say("request_admission: the admission policy (Rego) decides, not the agent")
     admission = await host.call(
-        "engram_memory_request_admission",
+        ToolName.REQUEST_ADMISSION,
         {"candidate_id": candidate_id, "idempotency_key": f"demo-admit-{time.time_ns()}"},
     )
     _show(admission.envelope)
@@ -132,11 +133,11 @@ async def _session(host: ReferenceHost) -> int:
 
     search_args = {"query": "refund courier parcel", "purpose_ref": BINDING.purpose_ref}
     _say("search: the accepted record is found, redacted by policy, with a rank receipt")
-    _show((await host.call("engram_memory_search", search_args)).envelope)
+    _show((await host.call(ToolName.SEARCH, search_args)).envelope)
 
     _say("get: one record with its read receipt")
     get_args = {"record_id": record_id, "purpose_ref": BINDING.purpose_ref}
-    _show((await host.call("engram_memory_get", get_args)).envelope)
+    _show((await host.call(ToolName.GET, get_args)).envelope)
 
     _say("forget: destructive, so the host must obtain a human confirmation first")
     forget_args = {
@@ -144,14 +145,14 @@ async def _session(host: ReferenceHost) -> int:
         "idempotency_key": f"demo-forget-{time.time_ns()}",
         "reason_ref": "reason:customer-request",
     }
-    forget = await host.call_confirmed("engram_memory_forget", forget_args, record_id, _approve)
+    forget = await host.call_confirmed(ToolName.FORGET, forget_args, record_id, _approve)
     assert forget is not None
     _show(forget.envelope)
 
     _say("get after forget: NOT_FOUND (the item key is destroyed; content is gone)")
-    _show((await host.call("engram_memory_get", get_args)).envelope)
+    _show((await host.call(ToolName.GET, get_args)).envelope)
     _say("search after forget: no longer finds it")
-    after = await host.call("engram_memory_search", search_args)
+    after = await host.call(ToolName.SEARCH, search_args)
     _show(after.envelope)
     found = after.envelope["output"]["value"]["records"]
     _say("done: the journal, audit trail and receipts are in the data directory")

@@ -52,6 +52,35 @@ class ToolName(StrEnum):
 MUTATING_TOOLS: frozenset[ToolName] = frozenset(
     {ToolName.CAPTURE, ToolName.REQUEST_ADMISSION, ToolName.WITHDRAW, ToolName.FORGET}
 )
+READ_TOOLS: frozenset[ToolName] = frozenset(ToolName) - MUTATING_TOOLS
+# SPEC §7: these need a human confirmation whatever policy says...
+ALWAYS_CONFIRMED_TOOLS: tuple[ToolName, ...] = (ToolName.WITHDRAW, ToolName.FORGET)
+# ...these when policy data (or a gateway's configuration) selects them; reads never do.
+SELECTABLE_CONFIRMED_TOOLS: tuple[ToolName, ...] = (ToolName.CAPTURE, ToolName.REQUEST_ADMISSION)
+
+
+def one_of(*allowed: str) -> AfterValidator:
+    """A string field that accepts only `allowed`, failing as a `Literal` of them would.
+
+    For names kept in a collection (`ToolName`, `MUTATING_TOOLS`) rather than spelled again
+    in a `Literal`: `Annotated[str, one_of(*ToolName)]`.
+    """
+    quoted = [repr(str(value)) for value in allowed]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    accepted = frozenset(allowed)
+
+    def check(value: str) -> str:
+        if value not in accepted:
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": expected}
+            )
+        return str(value)  # a plain string, also when given a `ToolName`
+
+    return AfterValidator(check)
+
+
+# A tool name in a configuration model (policy YAML, gateway config, policy test cases).
+ToolNameText = Annotated[str, one_of(*ToolName)]
 
 
 class ClosedModel(BaseModel):
@@ -95,7 +124,7 @@ def _byte_bounds(low: int, high: int) -> AfterValidator:
                 "String must be {low}..{high} UTF-8 bytes",
                 {"low": low, "high": high},
             )
-        return value
+        return str(value)  # a plain string, also when given a `ToolName`
 
     return AfterValidator(check)
 

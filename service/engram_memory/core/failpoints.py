@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.types import MUTATING_TOOLS
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
@@ -56,14 +57,6 @@ KILL_POINTS = frozenset(
 )
 FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT}) | KILL_POINTS
 PAUSE_LIMIT_S = 30.0
-MUTATING_TOOLS = frozenset(
-    {
-        "engram_memory_capture",
-        "engram_memory_request_admission",
-        "engram_memory_withdraw",
-        "engram_memory_forget",
-    }
-)
 
 log = logging.getLogger("engram_memory.core.failpoints")
 

@@ -13,7 +13,6 @@ sha256 of the 32 raw public key bytes, so anyone holding the public key can reco
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from engram_memory._internal.private_files import write_key_pair
 from engram_memory.contract.errors import ConfigurationError
 
 ALGORITHM = "Ed25519"
@@ -131,16 +131,5 @@ class CheckpointSigningKey:
             FileExistsError: the private key file exists.
             OSError: either file cannot be written.
         """
-        private_pem = self.private_key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(private_pem)
-        # The public half is for auditors: readable by all, writable by its owner only.
-        fd = os.open(public_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(self.public.pem())
-        os.chmod(public_path, stat.S_IMODE(os.stat(public_path).st_mode) & ~0o022)
+        # The public half is for auditors.
+        write_key_pair(private_path, public_path, self.private_key)

@@ -23,13 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.groups import is_group_ref
+from engram_memory.contract.types import ALWAYS_CONFIRMED_TOOLS, SELECTABLE_CONFIRMED_TOOLS, one_of
 from engram_memory.host.confirmation import check_approver
 from engram_memory.host.tokens import TokenInvalid
 
 # Tools that need a human yes whatever the configuration says (SPEC §7).
-ALWAYS_CONFIRMED = ("engram_memory_withdraw", "engram_memory_forget")
+ALWAYS_CONFIRMED = ALWAYS_CONFIRMED_TOOLS
 # Tools the operator may add (SPEC §7: "when policy data selects it").
-OPTIONALLY_CONFIRMED = ("engram_memory_capture", "engram_memory_request_admission")
+OPTIONALLY_CONFIRMED = SELECTABLE_CONFIRMED_TOOLS
 # JWS algorithms a team deployment may allow; `none` and the HMAC family are refused (a
 # shared secret would let anyone holding it mint tokens, and `none` is no signature).
 ASYMMETRIC_ALGORITHMS = frozenset(
@@ -82,7 +83,7 @@ class UpstreamConfig(_Model):
 class ConfirmationConfig(_Model):
     """Which tools need a human yes beyond withdraw and forget, and how long a human has."""
 
-    tools: tuple[Literal["engram_memory_capture", "engram_memory_request_admission"], ...] = ()
+    tools: tuple[Annotated[str, one_of(*OPTIONALLY_CONFIRMED)], ...] = ()
     timeout_s: float = Field(default=120, ge=1, le=240)
 
 

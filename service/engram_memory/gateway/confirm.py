@@ -35,20 +35,21 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from engram_memory.contract.types import ToolName
 from engram_memory.gateway.caller import Caller
 
 CONFIRM_FIELD = "confirm"
 INPUT_KEY = "engram-memory/confirmation"
 
-_CONSEQUENCE = {
-    "engram_memory_forget": (
+_CONSEQUENCE: dict[str, str] = {
+    ToolName.FORGET: (
         "The record is tombstoned: its key is destroyed and its content cannot be recovered."
     ),
-    "engram_memory_withdraw": (
+    ToolName.WITHDRAW: (
         "The candidate is withdrawn: its key is destroyed and its content cannot be recovered."
     ),
-    "engram_memory_capture": "A new memory candidate is stored (sealed, pending admission).",
-    "engram_memory_request_admission": (
+    ToolName.CAPTURE: "A new memory candidate is stored (sealed, pending admission).",
+    ToolName.REQUEST_ADMISSION: (
         "The candidate is submitted to the admission policy and may become a readable record."
     ),
 }

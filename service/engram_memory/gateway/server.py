@@ -38,6 +38,7 @@ from engram_memory.contract.canonical import NonCanonicalValue, nfc, normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.envelope import envelope_json, failure_envelope
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, wire_error_message
+from engram_memory.contract.types import MUTATING_TOOLS, READ_TOOLS, ToolName
 from engram_memory.gateway import confirm
 from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
@@ -57,21 +58,14 @@ from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS
 log = logging.getLogger("engram_memory.gateway")
 
 SERVER_NAME = "engram-memory"
-MUTATIONS = frozenset(
-    {
-        "engram_memory_capture",
-        "engram_memory_request_admission",
-        "engram_memory_withdraw",
-        "engram_memory_forget",
-    }
-)
-TOOLS = MUTATIONS | {"engram_memory_search", "engram_memory_get"}
+MUTATIONS: frozenset[str] = MUTATING_TOOLS
+TOOLS: frozenset[str] = frozenset(ToolName)
 # The argument naming what a confirmed call acts on; capture has none (its target is the
 # operation digest, SPEC §7).
-_TARGET_ARGUMENT = {
-    "engram_memory_withdraw": "candidate_id",
-    "engram_memory_forget": "record_id",
-    "engram_memory_request_admission": "candidate_id",
+_TARGET_ARGUMENT: dict[str, str] = {
+    ToolName.WITHDRAW: "candidate_id",
+    ToolName.FORGET: "record_id",
+    ToolName.REQUEST_ADMISSION: "candidate_id",
 }
 # The ids the server emits (SPEC §3, §9.3, §9.4), and a capture's operation digest.
 _SHOWN_TARGET = re.compile(r"mem_[a-z2-7]{52}|candidate_[0-9a-f]{64}|sha256:[0-9a-f]{64}")
@@ -93,10 +87,10 @@ def purpose_argument(tool: str, arguments: Mapping[str, Any] | None) -> object:
     """The purpose a call declares (None when the tool has none or it is absent)."""
     if arguments is None:
         return None
-    if tool == "engram_memory_capture":
+    if tool == ToolName.CAPTURE:
         payload = arguments.get("payload")
         return payload.get("purpose_ref") if isinstance(payload, dict) else None
-    if tool in ("engram_memory_search", "engram_memory_get"):
+    if tool in READ_TOOLS:
         return arguments.get("purpose_ref")
     return None
 

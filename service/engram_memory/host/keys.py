@@ -11,8 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from engram_memory._internal.private_files import check_trusted_file
+from engram_memory._internal.private_files import check_trusted_file, write_key_pair
 from engram_memory.contract.errors import ConfigurationError
 
 
@@ -136,21 +134,10 @@ class HostSigningKey:
         return cls(key, key_thumbprint(key.public_key()))
 
     def write_pem_files(self, private_path: Path, public_path: Path) -> None:
-        """Write the private key 0600 and the public key beside it (for ENGRAM_HOST_KEYS)."""
-        private_pem = self.private_key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(private_pem)
-        public_pem = self.private_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-        # Readable by all, writable by its owner only, whatever the umask: the server refuses
-        # a trusted host-key file that others could rewrite (private_files.py).
-        fd = os.open(public_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(public_pem)
-        os.chmod(public_path, stat.S_IMODE(os.stat(public_path).st_mode) & ~0o022)
+        """Write the private key 0600 and the public key beside it (for ENGRAM_HOST_KEYS).
+
+        Raises:
+            FileExistsError: the private key file exists.
+            OSError: either file cannot be written.
+        """
+        write_key_pair(private_path, public_path, self.private_key)

@@ -13,6 +13,7 @@ from engram_memory.contract.types import format_instant
 from engram_memory.core import forgotten, indexing, item_keys, steps
 from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.mutation import Index, Written, commit, commit_new_item
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import memory
@@ -166,45 +167,23 @@ def request_admission(
         mutation = mutation.absent_in(tx)
         subject = read_subject(tx, ctx, candidate_id)
     planned = decide(ctx, audit, mutation, subject)
-    ctx.check_before_commit()
+
+    def written(tx: Transaction, sealed: bytes | None, prepared: Index | None) -> Written:
+        return Written(write(tx, ctx, audit, planned, sealed, prepared))
 
     if planned.outcome == "accept":
+        assert planned.index is not None  # computed for every accept
+        # The postings commit on their own, outside the writer's lock (issue 7, item 6).
         record = subject.record
-        # The record's key is durable before the transaction opens (core/item_keys.py).
-        try:
-            with item_keys.fresh_key(ctx, str(record["record_id"])) as key:
-                sealed = key.seal(record)
-                assert planned.index is not None  # computed for every accept
-                # The postings commit on their own, outside the writer's lock (issue 7, item 6).
-                with indexing.staged_index(ctx, planned.index) as staged:
-                    output = _commit(ctx, audit, planned, sealed, staged)
-        except ToolError as error:
-            replay = steps.replay_after_race(ctx, mutation, error)
-            return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
+        committed = commit_new_item(
+            ctx, audit, mutation, str(record["record_id"]), record, written, planned.index
+        )
     else:
-        output = _commit(ctx, audit, planned, None, None)
-    item_keys.after_commit(ctx, [candidate_id] if planned.ends_candidate else [])
+        committed = commit(ctx, audit, mutation, lambda tx: written(tx, None, None))
+    output = {**committed.output, "replayed": True} if committed.replayed else committed.output
+    if not committed.raced:
+        item_keys.after_commit(ctx, [candidate_id] if planned.ends_candidate else [])
     return ToolOutcome.succeeded(output, audit)
-
-
-def _commit(
-    ctx: CallContext,
-    audit: CallAudit,
-    planned: AdmissionPlan,
-    sealed_record: bytes | None,
-    prepared: indexing.RecordIndex | indexing.StagedIndex | None,
-) -> dict[str, JsonValue]:
-    """The admission's write transaction: the decision (if it ends the candidate), the
-    idempotency result and the audit entry."""
-    with ctx.services.database.transaction() as tx:
-        # A racing call with the same key may have committed since the read above; writes
-        # are serialized, so its stored result is final here and is replayed, never refused.
-        replay = steps.stored_result(tx, ctx, planned.mutation)
-        if replay is not None:
-            return {**replay, "replayed": True}
-        output = write(tx, ctx, audit, planned, sealed_record, prepared)
-        steps.audit_in_transaction(tx, ctx, audit)
-    return output
 
 
 def write(

@@ -25,6 +25,7 @@ from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
 from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.mutation import Written, commit_new_item
 from engram_memory.core.records import asserted_trust, build_record, effective_payload
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
@@ -159,26 +160,17 @@ def capture(
     if replay is not None:
         return ToolOutcome.succeeded(duplicate(audit, replay), audit)
     planned = plan(ctx, audit, parsed, mutation, authz)
-    ctx.check_before_commit()
-
-    # The key is durable before the transaction opens; a failed transaction leaves an orphan
-    # key, which `fresh_key` removes (core/item_keys.py).
-    try:
-        with item_keys.fresh_key(ctx, planned.candidate_id) as key:
-            # Sealed before the transaction: the body does not depend on anything it allocates.
-            sealed = key.seal(planned.envelope(ctx))
-            with ctx.services.database.transaction() as tx:
-                # Writes are serialized: a racing same-key call that committed first is final.
-                replay = steps.stored_result(tx, ctx, mutation)
-                if replay is not None:
-                    output = duplicate(audit, replay)
-                else:
-                    output = write(tx, ctx, audit, planned, sealed).output
-                    steps.audit_in_transaction(tx, ctx, audit)
-    except ToolError as error:
-        replay = steps.replay_after_race(ctx, mutation, error)
-        return ToolOutcome.succeeded(duplicate(audit, replay), audit)
-    item_keys.after_commit(ctx)
+    committed = commit_new_item(
+        ctx,
+        audit,
+        mutation,
+        planned.candidate_id,
+        planned.envelope(ctx),
+        lambda tx, sealed, _: Written(write(tx, ctx, audit, planned, sealed).output),
+    )
+    output = duplicate(audit, committed.output) if committed.replayed else committed.output
+    if not committed.raced:
+        item_keys.after_commit(ctx)
     return ToolOutcome.succeeded(output, audit)
 
 

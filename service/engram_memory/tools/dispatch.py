@@ -37,7 +37,7 @@ from engram_memory.contract.parsing import (
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.contract.schemas import TOOL_SPECS, ToolSpec
 from engram_memory.contract.secrets import SecretDetector, detector_for
-from engram_memory.contract.types import ToolName
+from engram_memory.contract.types import READ_TOOLS, ToolName
 from engram_memory.core import steps
 from engram_memory.core.audit_writer import AuditGroupWriter
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome
@@ -61,17 +61,15 @@ log = logging.getLogger("engram_memory.calls")
 # would otherwise grow by one row per call until the next start).
 _PRUNE_EVERY_BINDINGS = 10_000
 
-_READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
-
 ToolHandler = Callable[[CallContext, CallAudit, ParsedArguments, object], ToolOutcome]
 
 _HANDLERS: dict[str, ToolHandler] = {
-    "engram_memory_search": lambda ctx, audit, parsed, _c: search.search(ctx, audit, parsed),
-    "engram_memory_get": lambda ctx, audit, parsed, _c: get.get(ctx, audit, parsed),
-    "engram_memory_capture": capture.capture,
-    "engram_memory_request_admission": admission.request_admission,
-    "engram_memory_withdraw": lifecycle.withdraw,
-    "engram_memory_forget": lifecycle.forget,
+    ToolName.SEARCH: lambda ctx, audit, parsed, _c: search.search(ctx, audit, parsed),
+    ToolName.GET: lambda ctx, audit, parsed, _c: get.get(ctx, audit, parsed),
+    ToolName.CAPTURE: capture.capture,
+    ToolName.REQUEST_ADMISSION: admission.request_admission,
+    ToolName.WITHDRAW: lifecycle.withdraw,
+    ToolName.FORGET: lifecycle.forget,
 }
 
 
@@ -358,7 +356,7 @@ class MemoryService:
             committed = self.services.database.commits_on_this_thread() > commits_before
             code = (
                 ErrorCode.MUTATION_OUTCOME_UNKNOWN
-                if committed and request.tool not in _READ_TOOLS
+                if committed and request.tool not in READ_TOOLS
                 else ErrorCode.CAPABILITY_UNAVAILABLE
             )
             failure = ToolError(code, type(exc).__name__)

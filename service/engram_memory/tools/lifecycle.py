@@ -15,6 +15,7 @@ from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import forgotten, indexing, item_keys, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
+from engram_memory.core.mutation import Written, commit
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, key_intents, memory
@@ -58,18 +59,18 @@ def withdraw(
     mutation, authz = steps.guard_mutation(
         ctx, audit, parsed, confirmation, target=candidate_id, always_confirm=True
     )
-    ctx.check_before_commit()
-    with ctx.services.database.transaction() as tx:
-        # Checked in the write transaction (writes are serialized): a racing call with the
-        # same key that committed first is replayed, never refused as ALREADY_TERMINAL.
-        replay = steps.stored_result(tx, ctx, mutation)
-        if replay is None:
-            output, ended = _commit_withdraw(tx, ctx, audit, parsed, authz, mutation)
-    if replay is not None:
+    # The stored result is checked in the write transaction: a racing call with the same key
+    # that committed first is replayed, never refused as ALREADY_TERMINAL.
+    committed = commit(
+        ctx, audit, mutation, lambda tx: _commit_withdraw(tx, ctx, audit, parsed, authz, mutation)
+    )
+    if committed.replayed:
         # Retry the promised destruction; report the truth of the key files now.
         destroyed = item_keys.carry_out(ctx, [candidate_id])
-        return ToolOutcome.succeeded(_key_status({**replay, "replayed": True}, destroyed), audit)
-    return ToolOutcome.succeeded(_key_status(output, item_keys.after_commit(ctx, ended)), audit)
+        replayed = _key_status({**committed.output, "replayed": True}, destroyed)
+        return ToolOutcome.succeeded(replayed, audit)
+    destroyed = item_keys.after_commit(ctx, committed.ended)
+    return ToolOutcome.succeeded(_key_status(committed.output, destroyed), audit)
 
 
 def _commit_withdraw(
@@ -79,9 +80,9 @@ def _commit_withdraw(
     parsed: ParsedArguments,
     authz: AuthzResult,
     mutation: steps.MutationKey,
-) -> tuple[dict[str, JsonValue], list[str]]:
-    """The withdraw transition, its key's promised destruction, its idempotency result and
-    audit entry, in `tx`. Returns the output and the items whose keys `after_commit` destroys.
+) -> Written:
+    """The withdraw transition, its key's promised destruction and its idempotency result,
+    in `tx`. Returns the output and the items whose keys `after_commit` destroys.
 
     Raises:
         ToolError: NOT_FOUND (unknown or foreign), ALREADY_TERMINAL / ILLEGAL_TRANSITION.
@@ -121,8 +122,7 @@ def _commit_withdraw(
         "key_destruction": "pending",
     }
     steps.remember_result(tx, ctx, mutation, output)
-    steps.audit_in_transaction(tx, ctx, audit)
-    return output, ended
+    return Written(output, ended)
 
 
 def _key_status(output: dict[str, JsonValue], destroyed: bool) -> dict[str, JsonValue]:
@@ -160,19 +160,17 @@ def forget(
     mutation, authz = steps.guard_mutation(
         ctx, audit, parsed, confirmation, target=record_id, always_confirm=True
     )
-    ctx.check_before_commit()
-    with ctx.services.database.transaction() as tx:
-        # As for withdraw: a racing same-key call that committed first is replayed here.
-        replay = steps.stored_result(tx, ctx, mutation)
-        if replay is None:
-            output, ended = _commit_forget(tx, ctx, audit, parsed, authz, mutation)
-    if replay is not None:
+    # As for withdraw: a racing same-key call that committed first is replayed.
+    committed = commit(
+        ctx, audit, mutation, lambda tx: _commit_forget(tx, ctx, audit, parsed, authz, mutation)
+    )
+    if committed.replayed:
         # The record's key and its source candidate's key: either could open the content.
         destroyed = item_keys.carry_out(ctx, item_keys.keys_of_record(ctx, record_id))
-        replayed = _coverage({**replay, "replayed": True}, record_id, destroyed)
+        replayed = _coverage({**committed.output, "replayed": True}, record_id, destroyed)
         return ToolOutcome.succeeded(replayed, audit)
-    destroyed = item_keys.after_commit(ctx, ended)
-    return ToolOutcome.succeeded(_coverage(output, record_id, destroyed), audit)
+    destroyed = item_keys.after_commit(ctx, committed.ended)
+    return ToolOutcome.succeeded(_coverage(committed.output, record_id, destroyed), audit)
 
 
 def _commit_forget(
@@ -182,9 +180,9 @@ def _commit_forget(
     parsed: ParsedArguments,
     authz: AuthzResult,
     mutation: steps.MutationKey,
-) -> tuple[dict[str, JsonValue], list[str]]:
-    """The tombstone, the index purge, the promised key destructions, the idempotency result
-    and audit entry, in `tx`. Returns the output and the items `after_commit` destroys.
+) -> Written:
+    """The tombstone, the index purge, the promised key destructions and the idempotency
+    result, in `tx`. Returns the output and the items `after_commit` destroys.
 
     Raises:
         ToolError: NOT_FOUND (unknown or foreign), ALREADY_TERMINAL / ILLEGAL_TRANSITION.
@@ -225,5 +223,4 @@ def _commit_forget(
         "projection_invalidation": "pending",
     }
     steps.remember_result(tx, ctx, mutation, output)
-    steps.audit_in_transaction(tx, ctx, audit)
-    return output, ended
+    return Written(output, ended)

@@ -18,8 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from engram_memory.contract.types import parse_instant
-from engram_memory.policy.authoring.data import TOOLS
+from engram_memory.contract.types import READ_TOOLS, ToolName, one_of, parse_instant
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
     AUTHZ_PATH,
@@ -35,7 +34,6 @@ from engram_memory.policy.decider import (
 from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnavailable
 
 MAINTENANCE = "maintenance"
-READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
 DOMAIN_OF_PATH = {
     DISCOVERY_PATH: "discovery",
     AUTHZ_PATH: "authz",
@@ -63,16 +61,8 @@ _PROBE_IDENTITY = BundleIdentity(
 )
 
 Ref = Annotated[str, StringConstraints(min_length=1, max_length=512)]
-# The six tools (policy/data.py TOOLS) and `maintenance`, one Literal so a typo gets one line.
-CallTool = Literal[
-    "engram_memory_search",
-    "engram_memory_get",
-    "engram_memory_capture",
-    "engram_memory_request_admission",
-    "engram_memory_withdraw",
-    "engram_memory_forget",
-    "maintenance",
-]
+# The six tools and `maintenance`, one check so a typo gets one line.
+CallTool = Annotated[str, one_of(*ToolName, MAINTENANCE)]
 GroupRef = Annotated[str, StringConstraints(pattern=r"^group:.+$", max_length=256)]
 
 
@@ -268,12 +258,12 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
         if tool not in READ_TOOLS:
             _asked(recorder, lambda: decider.confirmation(subject, tool))
         _asked(recorder, lambda: decider.authz(subject, tool))
-        if tool == "engram_memory_capture":
+        if tool == ToolName.CAPTURE:
             expires = None if call.expires_at is None else parse_instant(call.expires_at)
             rule = call.derivative_rule
             _asked(recorder, lambda: decider.retention(subject, now_ms, rule, expires))
             _asked(recorder, lambda: decider.reconciliation(subject, call.family_refs))
-        elif tool == "engram_memory_request_admission":
+        elif tool == ToolName.REQUEST_ADMISSION:
             facts = call.candidate
             candidate = AdmissionCandidate(
                 candidate_id="candidate:policy-call",
@@ -323,4 +313,4 @@ def summarize(domain: str, tool: str, result: object) -> dict[str, Any]:
 
 
 def known_tools() -> tuple[str, ...]:
-    return (*TOOLS, MAINTENANCE)
+    return (*ToolName, MAINTENANCE)

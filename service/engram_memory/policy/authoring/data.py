@@ -27,25 +27,10 @@ from pydantic import (
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.errors import ConfigurationError
 from engram_memory.contract.groups import GROUP_PREFIX, is_group_ref
+from engram_memory.contract.types import SELECTABLE_CONFIRMED_TOOLS, ToolNameText, one_of
 
-TOOLS: tuple[str, ...] = (
-    "engram_memory_search",
-    "engram_memory_get",
-    "engram_memory_capture",
-    "engram_memory_request_admission",
-    "engram_memory_withdraw",
-    "engram_memory_forget",
-)
-
-ToolName = Literal[
-    "engram_memory_search",
-    "engram_memory_get",
-    "engram_memory_capture",
-    "engram_memory_request_admission",
-    "engram_memory_withdraw",
-    "engram_memory_forget",
-]
-SelectableTool = Literal["engram_memory_capture", "engram_memory_request_admission"]
+# The tools whose confirmation a workspace may select (withdraw and forget always need one).
+SelectableTool = Annotated[str, one_of(*SELECTABLE_CONFIRMED_TOOLS)]
 ComponentKind = Literal["context", "decision", "evidence"]
 
 # Opaque host references (tenant, workspace, principal, purpose, family): 1..512 chars,
@@ -216,14 +201,14 @@ class RateLimit(_Model):
     name: Name
     calls: Annotated[int, Field(ge=1, le=1_000_000)]
     per: Duration
-    tools: list[ToolName] | None = Field(default=None, min_length=1)
+    tools: list[ToolNameText] | None = Field(default=None, min_length=1)
     principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
 class Workspace(_Model):
     memory_enabled: bool = False
-    roles: dict[Name, list[ToolName]] = Field(default_factory=dict)
+    roles: dict[Name, list[ToolNameText]] = Field(default_factory=dict)
     grants: list[Grant] = Field(default_factory=list)
     redaction: list[RedactionRule] = Field(default_factory=list)
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.policy.authoring.data import TOOLS
+from engram_memory.contract.types import ToolName
 from engram_memory.policy.authoring.data_diff import duration_text
 
 UNLISTED_TENANT = "engram-diff-unlisted-tenant"
@@ -179,7 +179,7 @@ def _subject_calls(
     for host_enabled in (True, False):
         shown = "tools/list" if host_enabled else "tools/list, host memory off"
         yield Call("discovery", {**subject, "host_memory_enabled": host_enabled}, f"{who} {shown}")
-    for tool in (*TOOLS, UNLISTED_TOOL):
+    for tool in (*ToolName, UNLISTED_TOOL):
         yield Call("authz", {**subject, "tool": tool}, f"{who} {tool}")
         yield Call("confirmation", {**subject, "tool": tool}, f"{who} {tool}")
     for rule in ("make-ineligible", "retain"):

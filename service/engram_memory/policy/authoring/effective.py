@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engram_memory.contract.types import format_instant, parse_instant
+from engram_memory.contract.types import ToolName, format_instant, parse_instant
 from engram_memory.policy.authoring.calls import DEFAULT_NOW, Binding, ToolCall, parse_call
-from engram_memory.policy.authoring.data import TOOLS
 from engram_memory.policy.authoring.explain import Attribution, explain_call
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 
@@ -64,7 +63,7 @@ def _mapping(value: object) -> Mapping[str, Any]:
 def _retention(
     ask: Callable[[ToolCall], dict[str, Any]], binding: Binding, now_ms: int, families: list[str]
 ) -> dict[str, Any]:
-    capture = "engram_memory_capture"
+    capture = ToolName.CAPTURE
     default = _domain(ask(_call(tool=capture)), "retention")
     retain = _domain(ask(_call(tool=capture, derivative_rule="retain")), "retention")
 
@@ -131,8 +130,8 @@ def effective_permissions(
         return explain_call(engine, identity, attribution, binding, call)
 
     now_ms = parse_instant(DEFAULT_NOW)
-    tools = {tool: _tool_row(ask(_call(tool=tool))) for tool in TOOLS}
-    listing = _domain(ask(_call(tool=TOOLS[0])), "discovery")
+    tools = {tool: _tool_row(ask(_call(tool=tool))) for tool in ToolName}
+    listing = _domain(ask(_call(tool=ToolName.SEARCH)), "discovery")
     listing_result = _mapping(listing.get("result"))
     out: dict[str, Any] = {
         "bundle_revision": identity.revision,
@@ -141,7 +140,7 @@ def effective_permissions(
         "rate_limits": listing_result.get("rate_limits", []),
         "never_store_patterns": len(listing_result.get("never_store_patterns", []) or []),
     }
-    if tools["engram_memory_capture"]["allowed"]:
+    if tools[ToolName.CAPTURE]["allowed"]:
         out["capture"] = _retention(ask, binding, now_ms, candidate_families or [])
     if operator is not None:
         out["maintenance"] = {

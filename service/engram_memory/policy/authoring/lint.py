@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, dotted, read_yaml
+from engram_memory.contract.types import READ_TOOLS
 from engram_memory.policy.authoring.data import (
     Admission,
     RedactionRule,
@@ -122,9 +123,6 @@ def _check_redaction(out: _Collector, policy: TenantPolicy, ws: Workspace, base:
         )
 
 
-_READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
-
-
 def _applies(purposes: Sequence[str] | None, purpose: str | None) -> bool:
     """Does a purpose list (None: any purpose) cover `purpose` (None: one nobody lists)?"""
     return purposes is None or (purpose is not None and purpose in purposes)
@@ -146,7 +144,7 @@ def _check_grant_redaction(out: _Collector, ws: Workspace, base: Path_) -> None:
     named = sorted({p for rule in ws.redaction for p in rule.purposes or ()})
     for position, grant in enumerate(ws.grants):
         tools = {tool for role in grant.roles for tool in ws.roles.get(role, ())}
-        if not tools & _READ_TOOLS:
+        if not tools & READ_TOOLS:
             continue
         grantee = str(getattr(grant, "grantee", grant.principal))
         same = [g for g in ws.grants if str(getattr(g, "grantee", g.principal)) == grantee]
