@@ -17,7 +17,7 @@ from engram_memory.admin.maintenance import Operator
 from engram_memory.admin.restore import RestoreRequest, restore
 from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.crypto.archive import HEADER_BYTES, ArchiveWriter
 from engram_memory.crypto.keys import RootKey

@@ -28,7 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 
 log = logging.getLogger("engram_memory.files")
 

@@ -14,7 +14,8 @@ import duckdb
 
 from engram_memory._internal.durable_files import fsync_directory, fsync_path, shred
 from engram_memory._internal.private_files import make_private
-from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
+from engram_memory.contract.exceptions import StoreUnavailable
+from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX
 
 if TYPE_CHECKING:
     from engram_memory.store.database import Database

@@ -26,6 +26,12 @@ from pathlib import Path
 import duckdb
 
 from engram_memory._internal.private_files import make_private, make_private_directory
+from engram_memory.contract.exceptions import (
+    CommitOutcomeUnknown,
+    StoreCorrupt,
+    StoreOpenFailed,
+    StoreUnavailable,
+)
 from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,
@@ -33,16 +39,11 @@ from engram_memory.store.driver_errors import (
     describe_open_failure,
     diagnose_open,
 )
-from engram_memory.store.errors import CommitOutcomeUnknown as CommitOutcomeUnknown
-from engram_memory.store.errors import StoreCorrupt as StoreCorrupt
-from engram_memory.store.errors import StoreOpenFailed as StoreOpenFailed
-from engram_memory.store.errors import StoreUnavailable as StoreUnavailable
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.index_changes import IndexCommits
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
-from engram_memory.store.schema import StoreVersionSkew as StoreVersionSkew
 from engram_memory.store.schema import apply_migrations, check_version
 from engram_memory.store.transaction import Transaction as Transaction
 

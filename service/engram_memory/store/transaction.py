@@ -92,7 +92,7 @@ class Transaction:
         if not self._writable:
             # A programming error, never an outcome: a snapshot must not write. (Imported
             # here: database.py defines the store's errors and imports this module.)
-            from engram_memory.store.database import StoreUnavailable
+            from engram_memory.contract.exceptions import StoreUnavailable
 
             raise StoreUnavailable("write attempted in a read snapshot")
         if not self.wrote:

@@ -7,7 +7,8 @@ from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest, with_digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant
 from engram_memory.core import forgotten, indexing, item_keys, steps

@@ -19,7 +19,8 @@ from engram_memory.contract.digests import (
     one_way_ref,
     payload_digest,
 )
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.inputs import check_capture_time_rules
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant

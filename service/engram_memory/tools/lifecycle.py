@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import forgotten, indexing, item_keys, steps

@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import CallContext

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from engram_memory.contract.exceptions import CallError, PolicyUnavailable
 from engram_memory.contract.types import parse_instant
 from engram_memory.policy.authoring.data import TOOLS
 from engram_memory.policy.decider import (
@@ -32,7 +33,7 @@ from engram_memory.policy.decider import (
     PolicyDecider,
     Subject,
 )
-from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer
 
 MAINTENANCE = "maintenance"
 READ_TOOLS = frozenset({"engram_memory_search", "engram_memory_get"})
@@ -74,14 +75,6 @@ CallTool = Literal[
     "maintenance",
 ]
 GroupRef = Annotated[str, StringConstraints(pattern=r"^group:.+$", max_length=256)]
-
-
-class CallError(ValueError):
-    """A binding or call document is malformed; `problems` holds one line per problem."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
 
 
 class _Strict(BaseModel):
