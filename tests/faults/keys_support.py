@@ -30,7 +30,7 @@ from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.servers import http_server, server_env
 
 ALICE = Binding(

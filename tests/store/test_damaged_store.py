@@ -20,7 +20,8 @@ from engram_memory.contract.exceptions import (
     StoreUnavailable,
 )
 from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.store.database import DATABASE_FILE, Database
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.database import Database
 from engram_memory.store.driver_errors import DriverFailure, classify
 from engram_memory.store.integrity import read_every_row
 from tests.admin.test_rotation_cli import _get, _service

@@ -40,9 +40,10 @@ from engram_memory.core.checkpoints import export_signed, keep_checkpoint, wall_
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store import audit, inventory, journal
-from engram_memory.store.database import Database, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.export_chain import ExportRange, PreviousExport
 from engram_memory.store.integrity import read_every_row
+from engram_memory.store.transaction import Transaction
 
 EXPORT_COMMAND = "audit-export"
 VERIFY_COMMAND = "audit-verify"

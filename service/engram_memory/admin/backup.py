@@ -56,7 +56,8 @@ from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.archive import ArchiveWriter
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, STATE_FILE
 from engram_memory.store import inventory
-from engram_memory.store.database import DATABASE_FILE, SCHEMA_VERSION
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.schema import SCHEMA_VERSION
 
 log = logging.getLogger("engram_memory.admin.backup")
 

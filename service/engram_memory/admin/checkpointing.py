@@ -45,8 +45,9 @@ from engram_memory.core.checkpoints import (
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import inventory
-from engram_memory.store.database import Database, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.export import MANIFEST_FILE
+from engram_memory.store.transaction import Transaction
 
 
 class CheckpointService:

@@ -32,7 +32,7 @@ from engram_memory.core.failures import known_failure
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 RECORD_OPERATIONS = (
     "dispute",

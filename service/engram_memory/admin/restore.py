@@ -58,7 +58,8 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.store import inventory
 from engram_memory.store.anchors import anchor_afresh
-from engram_memory.store.database import SCHEMA_VERSION, Database
+from engram_memory.store.database import Database
+from engram_memory.store.schema import SCHEMA_VERSION
 
 _MAX_MANIFEST = 1 << 26
 _DAY_MS = 86_400_000

@@ -44,7 +44,7 @@ from engram_memory.crypto.key_batch import store_item_keys
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import bulk_reads, key_intents, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
 

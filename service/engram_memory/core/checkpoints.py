@@ -41,9 +41,10 @@ from engram_memory.crypto.checkpoint_key import (
     CheckpointSigningKey,
 )
 from engram_memory.store import checkpoints as rows
-from engram_memory.store.database import Database, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.export import export_tables
 from engram_memory.store.export_chain import ExportRange
+from engram_memory.store.transaction import Transaction
 
 CHECKPOINT_FORMAT = "engram-audit-checkpoint/1"
 CHECKPOINT_FILE = "checkpoint.json"

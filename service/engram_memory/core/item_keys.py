@@ -26,7 +26,7 @@ from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.key_hygiene import sweep_temporaries
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.store import key_intents
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.keys")
 

@@ -29,7 +29,7 @@ from engram_memory.host.confirmation import ConfirmationBinding, verify_confirma
 from engram_memory.policy.decider import AuthzResult, RateLimit
 from engram_memory.store import audit, memory
 from engram_memory.store.audit import ApprovalEvidence
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.calls")
 

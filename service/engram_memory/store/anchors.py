@@ -40,8 +40,10 @@ from engram_memory.contract.exceptions import (
     StoreBehindAnchor,
     StoreUnavailable,
 )
-from engram_memory.store.database import Database, Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.database import Database
 from engram_memory.store.heads import ChainHeads
+from engram_memory.store.transaction import Transaction
 
 ANCHOR_STEM = "anchor"  # <data>/anchor.a.json and <data>/anchor.b.json
 _PAGE = 4096

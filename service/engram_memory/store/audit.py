@@ -23,7 +23,8 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
 from engram_memory.contract.exceptions import AuditChainBroken
 from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "audit.sql")
 _COLUMNS = (

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.exceptions import ConfigurationError, ExportChainBroken
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "export.sql")
 MANIFEST_FILE = "manifest.json"

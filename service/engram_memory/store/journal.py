@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import ZERO_DIGEST, digest
 from engram_memory.contract.exceptions import JournalCorrupt, JournalIntentConflict
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "journal.sql")
 

@@ -17,7 +17,7 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 # The audit detail of an admission the policy (or the forget guard) held for adjudication.
 HELD_FOR_ADJUDICATION = "held for adjudication"

@@ -30,7 +30,7 @@ from engram_memory.core.records import asserted_trust, build_record, effective_p
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 
 def _resolve_retention(

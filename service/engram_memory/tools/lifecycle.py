@@ -19,8 +19,8 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, key_intents, memory
-from engram_memory.store.database import Transaction
 from engram_memory.store.forgotten import ContentDigests
+from engram_memory.store.transaction import Transaction
 
 # Every projection a forget must purge; the coverage receipt names them.
 PROJECTIONS = ("lexical_index",)

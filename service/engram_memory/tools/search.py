@@ -39,7 +39,7 @@ from engram_memory.search.receipts import (
     search_output,
 )
 from engram_memory.store import journal
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
 

@@ -22,7 +22,7 @@ from engram_memory.search.index_ranking import RankedList
 from engram_memory.search.ranking import CorpusStatistics, RankDocument, rank_from_statistics
 from engram_memory.search.scope_index import EligibleStatistics
 from engram_memory.store import memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 
 log = logging.getLogger("engram_memory.search")
