@@ -49,7 +49,9 @@ from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.anchors import open_anchor
-from engram_memory.store.database import Database, Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.database import Database
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
 SIGNER = HostSigningKey.generate()

@@ -36,7 +36,8 @@ from bench.report import RESULTS, machine_load, write_report
 from engram_memory.crypto.keys import RootKey
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.anchors import AnchorFile
-from engram_memory.store.database import Database, Transaction
+from engram_memory.store.database import Database
+from engram_memory.store.transaction import Transaction
 from engram_memory.store.transaction import Transaction as TransactionClass
 from engram_memory.tools.dispatch import MemoryService
 

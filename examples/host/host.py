@@ -51,14 +51,7 @@ import yaml
 from mcp import MCPError, StdioServerParameters
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engram_memory.client.connection_failures import (
-    CannotConnect,
-    ConnectionLost,
-    ServerExited,
-    ServerUnavailable,
-    connect_explained,
-    is_transport_failure,
-)
+from engram_memory.client.connection_failures import connect_explained, is_transport_failure
 from engram_memory.client.reference_host import (
     Approver,
     Binding,
@@ -68,7 +61,13 @@ from engram_memory.client.reference_host import (
 )
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import (
+    CannotConnect,
+    ConfigurationError,
+    ConnectionLost,
+    ServerExited,
+    ServerUnavailable,
+)
 from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.keys import HostSigningKey
 

@@ -17,7 +17,7 @@ from engram_memory._internal.private_files import (
     make_private_directory,
     secure_data_dir,
 )
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="creating files owned by another user needs root"

@@ -11,13 +11,8 @@ from decimal import Decimal
 import pytest
 
 from engram_memory.admin.audit_output import instant_text, json_value, render
-from engram_memory.admin.audit_queries import (
-    QueryFileInvalid,
-    QueryUsageError,
-    bind_params,
-    parse_query_file,
-    parse_timestamp,
-)
+from engram_memory.admin.audit_queries import bind_params, parse_query_file, parse_timestamp
+from engram_memory.contract.exceptions import QueryFileInvalid, QueryUsageError
 
 HEADER = """-- name: sample
 -- description: A sample.

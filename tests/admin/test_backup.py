@@ -17,12 +17,13 @@ from engram_memory.admin.maintenance import Operator
 from engram_memory.admin.restore import RestoreRequest, restore
 from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.crypto.archive import HEADER_BYTES, ArchiveWriter
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.store.database import SCHEMA_VERSION, Database
+from engram_memory.store.database import Database
+from engram_memory.store.schema import SCHEMA_VERSION
 from engram_memory.tools.dispatch import MemoryService
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, capture, forget, value

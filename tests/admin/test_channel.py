@@ -27,7 +27,8 @@ from engram_memory.admin.commands import AdminCommand
 from engram_memory.admin.host_setup import SIGNING_KEY_FILE
 from engram_memory.admin.maintenance import Operator
 from engram_memory.client.reference_host import Binding, connect
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ConfigurationError, ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.tools.dispatch import MemoryService

@@ -30,7 +30,7 @@ from engram_memory.admin.verification import verify_store
 from engram_memory.bulk.importer import IMPORT_HOST, ImportBinding, admission_key_for
 from engram_memory.cli.bulk_import import import_file, numbered_lines
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ProtocolRefusal
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore

@@ -8,10 +8,9 @@ import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import StoreUnavailable, ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.store import memory
-from engram_memory.store.database import StoreUnavailable
 from tests.harness import Caller
 from tests.tools.test_tool_rules import (
     _key,

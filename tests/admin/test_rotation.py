@@ -12,11 +12,11 @@ import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.admin.rotation import RotationService
-from engram_memory.contract.errors import ConfigurationError, ToolError
+from engram_memory.contract.exceptions import ConfigurationError, KeyStoreUnavailable, ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.crypto import keyfile, rotation
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import LOCK_FILE, KeyStoreUnavailable, replace_and_shred_old
+from engram_memory.crypto.keystore import LOCK_FILE, replace_and_shred_old
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, capture, code, forget, value
 

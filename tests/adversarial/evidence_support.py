@@ -20,7 +20,7 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.client.reference_host import Binding, CallOutcome, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.servers import http_server, server_env
 
 ALICE = Binding(

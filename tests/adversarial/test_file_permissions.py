@@ -29,7 +29,7 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import BINDING, demo_capture_arguments
 from engram_memory.client.reference_host import connect, wait_until_listening
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.servers import free_port, server_env
 
 pytestmark = pytest.mark.e2e

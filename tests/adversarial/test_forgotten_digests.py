@@ -28,7 +28,7 @@ from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import guard_digest
 from engram_memory.core.forgotten import KEYED_PREFIX
 from engram_memory.core.records import effective_payload
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.adversarial.evidence_support import (
     SCOPE,
     Server,

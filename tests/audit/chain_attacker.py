@@ -22,7 +22,7 @@ from engram_memory.store.audit import (
     _STREAM_COLUMNS,
     _STREAM_DEFAULTS,
 )
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 
 _SELECT = ", ".join(
     [

@@ -9,7 +9,8 @@ import pytest
 
 from engram_memory.admin.audit_service import AuditAccessService, span_from_operands
 from engram_memory.admin.maintenance import Operator
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ConfigurationError, ToolError
 from engram_memory.core.runtime import Services
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, capture

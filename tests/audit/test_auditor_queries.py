@@ -10,9 +10,8 @@ import pytest
 
 from engram_memory.admin.verification import export_data_dir
 from engram_memory.contract.digests import principal_ref
-from engram_memory.contract.errors import ProtocolRefusal
+from engram_memory.contract.exceptions import AuditChainBroken, ProtocolRefusal
 from engram_memory.core.runtime import Services
-from engram_memory.store.audit import AuditChainBroken
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, code, value
 

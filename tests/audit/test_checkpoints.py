@@ -19,10 +19,10 @@ from engram_memory.admin.checkpointing import CheckpointService, verify_manifest
 from engram_memory.admin.maintenance import Operator
 from engram_memory.admin.verification import export_data_dir
 from engram_memory.cli.main import main
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import CheckpointInvalid, ToolError
 from engram_memory.core.checkpoint_verify import CheckpointResult, verify_against_checkpoint
 from engram_memory.core.checkpoints import (
-    CheckpointInvalid,
     CheckpointWriter,
     checkpoint_document,
     keep_checkpoint,

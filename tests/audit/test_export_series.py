@@ -12,8 +12,9 @@ import pytest
 
 from engram_memory.admin.audit_service import export_from
 from engram_memory.cli.main import main
+from engram_memory.contract.exceptions import ExportChainBroken
 from engram_memory.core.runtime import Services
-from engram_memory.store.export_chain import ExportChainBroken, ExportRange, PreviousExport
+from engram_memory.store.export_chain import ExportRange, PreviousExport
 from engram_memory.store.export_verify import verify_series
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record

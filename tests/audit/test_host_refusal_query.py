@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from engram_memory.admin.verification import export_data_dir
-from engram_memory.contract.errors import ProtocolRefusal
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 from tests.audit.test_auditor_queries import QUERIES, _auditor

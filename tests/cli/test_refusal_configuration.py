@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.core.service_config import load_config
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
-from engram_memory.store.database import DATABASE_FILE, Database
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.database import Database
 
 EXIT_CONFIG = 2
 

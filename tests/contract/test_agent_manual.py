@@ -48,5 +48,5 @@ def test_the_manual_names_every_tool_and_the_admission_and_idempotency_rules() -
 
 
 def test_an_unknown_language_is_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="language"):
         instructions("de")

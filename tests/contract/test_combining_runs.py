@@ -12,8 +12,9 @@ import unicodedata
 
 import pytest
 
-from engram_memory.contract.canonical import MAX_NONSTARTER_RUN, NonCanonicalValue, nfc
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.canonical import MAX_NONSTARTER_RUN, nfc
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import NonCanonicalValue, ToolError
 from engram_memory.contract.parsing import ToolName, parse_arguments
 from tests.contract.examples import valid_capture_arguments
 

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.inputs import CaptureInput, SearchInput, check_capture_time_rules
 from engram_memory.contract.parsing import ToolName, parse_arguments
 from engram_memory.contract.types import parse_instant

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.lifecycle import TRANSITIONS, next_state
 
 AC, AD, H = "accepted_current", "accepted_disputed", "historical"

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.canonical import canonical_json, normalize
-from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ErrorCode, ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.contract.inputs import CaptureInput, GetInput, SearchInput
 from engram_memory.contract.parsing import (
     MAX_ARGUMENTS_BYTES,

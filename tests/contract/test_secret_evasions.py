@@ -11,7 +11,8 @@ import unicodedata
 
 import pytest
 
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ToolName, parse_arguments
 from engram_memory.contract.secret_folding import fold_for_detection
 from engram_memory.contract.secrets import DEFAULT_DETECTOR, SecretDetector

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.secrets import DEFAULT_DETECTOR, SecretDetector, contains_secret
 
 SECRET_SHAPES = [

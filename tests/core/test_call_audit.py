@@ -3,7 +3,8 @@ entry written in the tool's own transaction stays the call's only entry."""
 
 from __future__ import annotations
 
-from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ErrorCode, ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 
 

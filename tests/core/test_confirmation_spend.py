@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ConfirmationSpend
 from engram_memory.core.runtime import CallContext, Services

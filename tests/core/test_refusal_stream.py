@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engram_memory.contract.errors import ProtocolRefusal
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.core.runtime import Services
 from engram_memory.host.context import mint_invocation

@@ -7,13 +7,8 @@ import os
 
 import pytest
 
-from engram_memory.crypto.archive import (
-    HEADER_BYTES,
-    ArchiveForeign,
-    ArchiveInvalid,
-    ArchiveReader,
-    ArchiveWriter,
-)
+from engram_memory.contract.exceptions import ArchiveForeign, ArchiveInvalid
+from engram_memory.crypto.archive import HEADER_BYTES, ArchiveReader, ArchiveWriter
 from engram_memory.crypto.keys import RootKey
 
 ROOT = RootKey(os.urandom(32))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.crypto.key_audit import KeyDirectoryInconsistent, verify_key_directory
+from engram_memory.contract.exceptions import KeyDirectoryInconsistent
+from engram_memory.crypto.key_audit import verify_key_directory
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.crypto.sealing import new_data_key

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import KeyFileBroken, KeyStoreUnavailable
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey, root_key_id, scope_tag
-from engram_memory.crypto.keystore import KeyStore, KeyStoreUnavailable
+from engram_memory.crypto.keystore import KeyStore
 from engram_memory.crypto.sealing import new_data_key, wrap_key
 
 ROOT = RootKey(os.urandom(32))
@@ -70,7 +71,7 @@ def test_a_key_file_copied_to_another_item_does_not_open(tmp_path: Path) -> None
     blob = store.get("scope:a", "item:1")
     assert blob is not None
     store.put("scope:a", "item:2", blob)
-    with pytest.raises(keyfile.KeyFileBroken):
+    with pytest.raises(KeyFileBroken):
         store.load_item_key(ROOT, "scope:a", "item:2")
 
 
@@ -81,14 +82,14 @@ def test_a_tampered_key_file_does_not_open(tmp_path: Path, offset: int) -> None:
     blob = bytearray(store.get("scope:a", "item:1") or b"")
     blob[offset] ^= 0x01
     store.put("scope:a", "item:1", bytes(blob))
-    with pytest.raises(keyfile.KeyFileBroken):
+    with pytest.raises(KeyFileBroken):
         store.load_item_key(ROOT, "scope:a", "item:1")
 
 
 def test_a_key_file_under_a_root_not_held_does_not_open(tmp_path: Path) -> None:
     store = KeyStore(tmp_path / "keys")
     store.store_item_key(ROOT, "scope:a", "item:1", new_data_key())
-    with pytest.raises(keyfile.KeyFileBroken):
+    with pytest.raises(KeyFileBroken):
         store.load_item_key(RootKey(os.urandom(32)), "scope:a", "item:1")
 
 

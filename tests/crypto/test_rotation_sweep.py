@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError, KeyStoreBusy
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KeyStore, KeyStoreBusy
+from engram_memory.crypto.keystore import KeyStore
 from engram_memory.crypto.rotation import rotate_root_key, rotate_scope_key
 from engram_memory.crypto.sealing import new_data_key, wrap_key
 

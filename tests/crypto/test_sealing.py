@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError, SealBroken
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.sealing import (
-    SealBroken,
-    new_data_key,
-    open_sealed,
-    seal,
-    unwrap_key,
-    wrap_key,
-)
+from engram_memory.crypto.sealing import new_data_key, open_sealed, seal, unwrap_key, wrap_key
 
 
 def test_sealed_body_round_trips_under_its_binding() -> None:

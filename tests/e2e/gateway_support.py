@@ -23,7 +23,7 @@ from mcp.client.session import ClientRequestContext
 
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.client.reference_host import server_env
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 
 PURPOSE = "purpose:support-case"
 GATEWAY = [sys.executable, "-m", "engram_memory.cli", "gateway"]

@@ -21,7 +21,7 @@ from mcp.client.session import ClientRequestContext
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.core.failpoints import ENV_VAR
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.e2e.gateway_support import (
     GATEWAY,
     PURPOSE,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.core.failpoints import (
     PAUSE_BEFORE_COMMIT,
     UnsafeFailpoints,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.core.failpoints import ENV_VAR, UnsafeFailpoints, UnsafeFailpointWarning
 from engram_memory.core.runtime import Services, ServiceSettings
 from tests.harness import Caller

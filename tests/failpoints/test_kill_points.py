@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.core.failpoints import (
     ENV_VAR,
     KILL_AFTER_COMMIT,

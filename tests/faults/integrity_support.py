@@ -22,7 +22,8 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.client.reference_host import Binding, connect
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE, Database
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.database import Database
 from tests.servers import free_port, http_server, server_env
 
 ALICE = Binding(

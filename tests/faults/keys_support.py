@@ -24,12 +24,13 @@ import duckdb
 
 from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.contract.digests import candidate_id_for, one_way_ref
+from engram_memory.contract.exceptions import SealBroken
 from engram_memory.core.failpoints import ENV_VAR
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.crypto.sealing import SealBroken, open_sealed
+from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.servers import http_server, server_env
 
 ALICE = Binding(

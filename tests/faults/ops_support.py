@@ -15,7 +15,7 @@ from engram_memory.admin.channel import channel_path
 from engram_memory.client.reference_host import Binding
 from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 
 ALICE = Binding("acme", "support", "user:alice", "purpose:support-case")
 CAPTURE = "engram_memory_capture"

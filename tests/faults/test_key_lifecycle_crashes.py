@@ -298,7 +298,7 @@ def test_replays_of_withdraw_and_forget_report_destruction_complete(journey: Jou
 def test_every_acknowledged_transition_is_journaled_exactly_once(journey: Journey) -> None:
     import duckdb
 
-    from engram_memory.store.database import DATABASE_FILE
+    from engram_memory.store.connection import DATABASE_FILE
 
     connection = duckdb.connect(str(journey.data_dir / DATABASE_FILE), read_only=True)
     try:

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from engram_memory.client.reference_host import connect
-from engram_memory.store.database import DATABASE_FILE
+from engram_memory.store.connection import DATABASE_FILE
 from tests.faults.integrity_support import (
     ALICE,
     CAPTURE,

@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.digests import principal_ref
-from engram_memory.gateway.audit_log import (
-    GENESIS_HASH,
-    GatewayAudit,
-    GatewayAuditInvalid,
-    GatewayAuditUnavailable,
-    verify_audit,
-)
+from engram_memory.contract.exceptions import GatewayAuditInvalid, GatewayAuditUnavailable
+from engram_memory.gateway.audit_log import GENESIS_HASH, GatewayAudit, verify_audit
 from tests.gateway.callers import DESKTOP_CALLER
 
 CALLER = DESKTOP_CALLER

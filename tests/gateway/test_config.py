@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.gateway.config import GatewayConfigError, load_gateway_config
+from engram_memory.contract.exceptions import GatewayConfigError
+from engram_memory.gateway.config import load_gateway_config
 
 STDIO = """\
 mode: stdio

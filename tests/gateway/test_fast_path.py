@@ -14,11 +14,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import UpstreamUnavailable
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import ALWAYS_CONFIRMED, GatewayConfig
 from engram_memory.gateway.fast import FastCalls
-from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
+from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.context import INVOCATION_META_KEY, verify_invocation
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 

@@ -14,7 +14,7 @@ import yaml
 
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.cli.main import main
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import GatewayConfig, load_gateway_config
 from engram_memory.gateway.http import endpoint_path, gateway_app, http_settings

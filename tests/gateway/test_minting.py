@@ -40,7 +40,7 @@ def test_a_minted_token_verifies_with_every_claim_of_the_caller() -> None:
 def test_a_token_from_another_key_does_not_verify() -> None:
     import pytest
 
-    from engram_memory.host.tokens import TokenInvalid
+    from engram_memory.contract.exceptions import TokenInvalid
 
     trusted = HostSigningKey.generate()
     keyring = HostKeyring({trusted.kid: trusted.private_key.public_key()})

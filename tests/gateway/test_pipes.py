@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from engram_memory.gateway.pipes import MAX_LINE_BYTES, LineTooLong, _LineReader
+from engram_memory.contract.exceptions import LineTooLong
+from engram_memory.gateway.pipes import MAX_LINE_BYTES, _LineReader
 
 
 def _read(*chunks: bytes) -> list[bytes | Exception | None]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from engram_memory.contract.exceptions import TokenInvalid
 from engram_memory.host.confirmation import (
     ConfirmationBinding,
     mint_confirmation,
     verify_confirmation,
 )
 from engram_memory.host.keys import HostKeyring, HostSigningKey
-from engram_memory.host.tokens import TokenInvalid
 
 NOW = 1_800_000_000
 SIGNER = HostSigningKey.generate()

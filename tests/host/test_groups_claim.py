@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engram_memory.client.reference_host import Binding, mint_for
+from engram_memory.contract.exceptions import TokenInvalid
 from engram_memory.contract.groups import canonical_groups
 from engram_memory.host.context import (
     INVOCATION_TYP,
@@ -13,7 +14,7 @@ from engram_memory.host.context import (
     verify_invocation,
 )
 from engram_memory.host.keys import HostKeyring, HostSigningKey
-from engram_memory.host.tokens import TokenInvalid, sign
+from engram_memory.host.tokens import sign
 from engram_memory.policy.decider import Subject
 
 NOW = 1_800_000_000

@@ -7,6 +7,7 @@ from pathlib import Path
 import jwt
 import pytest
 
+from engram_memory.contract.exceptions import TokenInvalid
 from engram_memory.host.confirmation import (
     ConfirmationBinding,
     mint_confirmation,
@@ -14,7 +15,6 @@ from engram_memory.host.confirmation import (
 )
 from engram_memory.host.context import INVOCATION_TYP, mint_invocation, verify_invocation
 from engram_memory.host.keys import HostKeyring, HostSigningKey, public_jwk
-from engram_memory.host.tokens import TokenInvalid
 
 NOW = 1_800_000_000
 SIGNER = HostSigningKey.generate()

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, multiple, precondition, rule
 
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal
 from tests.model.admin_rules import MaintenanceRules
 from tests.model.checks import OUTCOMES, matches
 from tests.model.machine_base import (

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, multiple
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.store import journal
 from engram_memory.tools.dispatch import MemoryService
 from tests.harness import Caller

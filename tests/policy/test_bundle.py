@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import BundleError, ConfigurationError
 from engram_memory.policy.authoring.build import build_bundle, collect_sources, compute_identity
 from engram_memory.policy.authoring.default_bundle import (
     default_bundle_dir,
@@ -27,7 +27,6 @@ from engram_memory.policy.bundle import (
     MAX_MEMBERS,
     MAX_UNPACKED_BYTES,
     WASM_FILE,
-    BundleError,
     load_bundle_identity,
     read_tarball,
     tarball_files,

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from engram_memory.cli import policy as cli
-from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.authoring.data import PolicyDataError
+from engram_memory.contract.exceptions import ConfigurationError, PolicyDataError
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.factory import open_policy_engine
 from tests.policy.conftest import fixed_clock, subject

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError, ErrorCode
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ConfigurationError, PolicyStale, PolicyUnavailable
 from engram_memory.contract.receipts import receipt_digest_of
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
@@ -17,12 +18,7 @@ from engram_memory.policy.decider import (
     PolicyDecider,
     RateLimit,
 )
-from engram_memory.policy.engine import (
-    BundleIdentity,
-    EngineAnswer,
-    PolicyStale,
-    PolicyUnavailable,
-)
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer
 from tests.policy.conftest import NOW_MS, fixed_clock, subject
 
 DIGEST = "sha256:" + "1" * 64

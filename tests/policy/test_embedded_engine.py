@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.errors import ErrorCode
-from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, WASM_FILE, BundleError
+from engram_memory.contract.exceptions import BundleError, PolicyUnavailable
+from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, WASM_FILE
 from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.policy.engine import BundleIdentity, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity
 from tests.policy.conftest import NOW_MS, subject
 
 ALL_TOOLS = frozenset(

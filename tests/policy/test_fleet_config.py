@@ -11,15 +11,11 @@ from typing import Any
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import BundleFetchFailed, ConfigurationError
 from engram_memory.core.service_config import load_config
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
 from engram_memory.policy.fleet import open_policy
-from engram_memory.policy.revision_trust import (
-    MAX_BUNDLE_BYTES,
-    BundleFetchFailed,
-    fetch_bundle,
-)
+from engram_memory.policy.revision_trust import MAX_BUNDLE_BYTES, fetch_bundle
 from engram_memory.policy.signing import load_verification_key
 from tests.policy.signed_bundles import KEY_ID, KeyPair, make_key_pair, signed_copy
 

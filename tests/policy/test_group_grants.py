@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.policy.authoring.data import PolicyDataError, load_policies
+from engram_memory.contract.exceptions import PolicyDataError
+from engram_memory.policy.authoring.data import load_policies
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.receipts import make_receipt

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError, ErrorCode
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    OpaServerStartError,
+    PolicyStale,
+    PolicyUnavailable,
+)
 from engram_memory.policy.authoring.build import collect_sources
 from engram_memory.policy.bundle import MANIFEST_FILE, identity_for, manifest_bytes, write_tarball
 from engram_memory.policy.decider import PolicyDecider
-from engram_memory.policy.engine import BundleIdentity, PolicyStale, PolicyUnavailable
-from engram_memory.policy.opa_server import (
-    OpaServerEngine,
-    OpaServerStartError,
-    start_opa_server,
-)
+from engram_memory.policy.engine import BundleIdentity
+from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR, fixed_clock, subject
 
 pytestmark = pytest.mark.opa

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError, PolicyDataError
 from engram_memory.contract.types import ToolName
-from engram_memory.policy.authoring.data import PolicyDataError, duration_ms, load_policies
+from engram_memory.policy.authoring.data import duration_ms, load_policies
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from tests.policy.conftest import POLICIES_DIR, TEST_POLICIES_DIR
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import PolicyStale
 from engram_memory.policy.decider import AUTHZ_PATH, PolicyDecider
-from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyStale
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer
 from engram_memory.policy.revision_trust import (
     MAX_BACKOFF_SECONDS,
     MIN_BACKOFF_SECONDS,

@@ -15,7 +15,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import (
+    BundleError,
+    BundleSignatureInvalid,
+    ConfigurationError,
+    SigningKeyError,
+)
 from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
@@ -24,7 +29,6 @@ from engram_memory.policy.bundle import (
     LOCK_FILE,
     SIGNATURES_FILE,
     WASM_FILE,
-    BundleError,
     load_bundle_identity,
     read_lock,
     read_tarball,
@@ -33,7 +37,6 @@ from engram_memory.policy.bundle import (
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.opa_hash import normalized_json, opa_file_hash
 from engram_memory.policy.signing import (
-    BundleSignatureInvalid,
     load_signed_bundle,
     load_verification_key,
     verify_signed_tarball,
@@ -41,7 +44,6 @@ from engram_memory.policy.signing import (
 from engram_memory.policy.signing_keys import (
     SIGNING_KEY_FILE,
     VERIFICATION_KEY_FILE,
-    SigningKeyError,
     generate_key_pair,
     load_signing_key,
 )

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import BundleSignatureInvalid, ConfigurationError
 from engram_memory.core.service_config import load_config
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.policy.signing import BundleSignatureInvalid
 from tests.policy.signed_bundles import KEY_ID, KeyPair, make_key_pair, signed_copy
 
 

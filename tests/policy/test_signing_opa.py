@@ -13,6 +13,7 @@ from pathlib import Path
 import jwt
 import pytest
 
+from engram_memory.contract.exceptions import BundleSignatureInvalid, OpaServerStartError
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DATA_FILE,
@@ -27,17 +28,8 @@ from engram_memory.policy.bundle import (
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.policy.opa_server import (
-    OpaServerEngine,
-    OpaServerStartError,
-    start_opa_server,
-)
-from engram_memory.policy.signing import (
-    WASM_CLAIM,
-    BundleSignatureInvalid,
-    load_verification_key,
-    verify_signed_tarball,
-)
+from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
+from engram_memory.policy.signing import WASM_CLAIM, load_verification_key, verify_signed_tarball
 from engram_memory.policy.signing_keys import load_signing_key
 from tests.policy.conftest import fixed_clock, subject
 from tests.policy.signed_bundles import (

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engram_memory.policy.authoring.data import PolicyDataError
+from engram_memory.contract.exceptions import PolicyDataError
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.authoring.source_map import SourceLocation, SourceMap, build_source_map
 from tests.policy.conftest import POLICIES_DIR, TEST_POLICIES_DIR

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.cli.main import main
+from engram_memory.contract.exceptions import BundleError
 from engram_memory.policy.authoring.build import build_bundle
-from engram_memory.policy.bundle import BundleError
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR
 
 FAILING_CASE = """\

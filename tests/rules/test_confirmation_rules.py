@@ -18,7 +18,8 @@ import pytest
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore

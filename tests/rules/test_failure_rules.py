@@ -20,8 +20,8 @@ import pytest
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.envelope import failure_envelope
 from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.core.runtime import Services
-from engram_memory.store.database import StoreUnavailable
 from tests.harness import Caller, fresh_key
 from tests.rules.steps import CAPTURE, GET, SEARCH, get_args
 from tests.tools.test_tool_rules import accepted_record, high_water

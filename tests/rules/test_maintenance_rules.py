@@ -11,7 +11,8 @@ import pytest
 
 from engram_memory.admin.commands import AdminCommand
 from engram_memory.admin.maintenance import RECORD_OPERATIONS, MaintenanceService, Operator
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.contract.schemas import TOOL_SPECS
 from engram_memory.core.runtime import Services
 from engram_memory.policy.decider import MAINTENANCE_PATH

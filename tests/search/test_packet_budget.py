@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import rfc8785
 
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.search.packets import packet_budget, packet_cost, search_packet, take_page
 
 

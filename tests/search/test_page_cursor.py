@@ -13,7 +13,8 @@ import pytest
 import rfc8785
 
 from engram_memory.contract.digests import domain_digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.search.cursor import (
     PageCursorFields,
     decode_page_cursor,

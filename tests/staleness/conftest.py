@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import PolicyUnavailable
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -32,7 +33,7 @@ from engram_memory.policy.authoring.default_bundle import (
 )
 from engram_memory.policy.bundle import BUNDLE_FILE, verify_bundle
 from engram_memory.policy.decider import DISCOVERY_PATH, PolicyDecider
-from engram_memory.policy.engine import BundleIdentity, PolicyEngine, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.opa_binary import require_opa_binary
 from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.policy.revision_trust import RevisionTrust

@@ -18,6 +18,7 @@ import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import PolicyStale
 from engram_memory.crypto.keys import RootKey
 from engram_memory.policy.decider import (
     ADMISSION_MAX_AGE_MS,
@@ -26,7 +27,7 @@ from engram_memory.policy.decider import (
     Subject,
 )
 from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.policy.engine import PolicyEngine, PolicyStale
+from engram_memory.policy.engine import PolicyEngine
 from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
 from tests.harness import Caller
 from tests.staleness.conftest import Bundle, memory_service, real_clock_ms

@@ -10,15 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import StoreBehindAnchor
+from engram_memory.contract.exceptions import AnchorInvalid, StoreBehindAnchor
 from engram_memory.store import audit, journal
-from engram_memory.store.anchors import (
-    AnchorFile,
-    AnchorInvalid,
-    HeadAnchor,
-    find_loss,
-    open_anchor,
-)
+from engram_memory.store.anchors import AnchorFile, HeadAnchor, find_loss, open_anchor
 from engram_memory.store.database import Database
 from engram_memory.store.heads import ChainHeads
 

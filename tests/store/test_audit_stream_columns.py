@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.digests import ZERO_DIGEST, digest
+from engram_memory.contract.exceptions import AuditChainBroken, StoreUnavailable
 from engram_memory.store import audit
-from engram_memory.store.database import Database, StoreUnavailable
+from engram_memory.store.database import Database
 
 PLAIN = audit.AuditRecord(
     recorded_at="2026-01-01T00:00:00.000Z",
@@ -80,7 +81,7 @@ def test_a_summary_entry_verifies_and_its_count_cannot_be_changed(database: Data
     assert row == ("http", "127.0.0.1", "token_invalid", 42)
     with database.transaction() as tx:
         tx.execute("UPDATE audit_entries SET occurrences = 41 WHERE sequence = 2")
-    with pytest.raises(audit.AuditChainBroken), database.reading() as tx:
+    with pytest.raises(AuditChainBroken), database.reading() as tx:
         audit.verify(tx)
 
 

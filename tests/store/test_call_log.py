@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import StoreCorrupt
 from engram_memory.store.call_log import GENESIS_CHAIN, SegmentLog, chain_after
-from engram_memory.store.errors import StoreCorrupt
 
 KEY = bytes(range(32))
 

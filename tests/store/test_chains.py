@@ -6,10 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import (
+    AuditChainBroken,
+    JournalCorrupt,
+    JournalIntentConflict,
+    StoreVersionSkew,
+)
 from engram_memory.contract.receipts import DecisionReceipt
 from engram_memory.policy.receipts import make_receipt
 from engram_memory.store import audit, journal
-from engram_memory.store.database import Database, StoreVersionSkew
+from engram_memory.store.database import Database
 
 
 @pytest.fixture
@@ -59,7 +65,7 @@ def test_same_event_id_with_same_intent_returns_the_existing_event(database: Dat
 
 def test_same_event_id_with_other_intent_conflicts(database: Database) -> None:
     first = _append(database, "s", 1)[0]
-    with pytest.raises(journal.JournalIntentConflict), database.transaction() as tx:
+    with pytest.raises(JournalIntentConflict), database.transaction() as tx:
         journal.append(
             tx,
             "s",
@@ -77,7 +83,7 @@ def test_edited_journal_event_breaks_the_chain(database: Database) -> None:
             "UPDATE journal_events SET event_json = replace(event_json, 'c1', 'c9') "
             "WHERE cursor = 2"
         )
-    with pytest.raises(journal.JournalCorrupt), database.transaction() as tx:
+    with pytest.raises(JournalCorrupt), database.transaction() as tx:
         journal.verify_scope(tx, "s")
 
 
@@ -85,7 +91,7 @@ def test_deleted_journal_event_is_a_gap(database: Database) -> None:
     _append(database, "s", 3)
     with database.transaction() as tx:
         tx.execute("DELETE FROM journal_events WHERE cursor = 2")
-    with pytest.raises(journal.JournalCorrupt), database.transaction() as tx:
+    with pytest.raises(JournalCorrupt), database.transaction() as tx:
         journal.verify_scope(tx, "s")
 
 
@@ -133,7 +139,7 @@ def test_any_edit_to_the_audit_trail_is_detected(database: Database, tamper: str
     _audit(database, 3)
     with database.transaction() as tx:
         tx.execute(tamper)
-    with pytest.raises(audit.AuditChainBroken), database.transaction() as tx:
+    with pytest.raises(AuditChainBroken), database.transaction() as tx:
         audit.verify(tx)
 
 

@@ -13,15 +13,16 @@ import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.store.database import (
-    DATABASE_FILE,
-    Database,
+from engram_memory.contract.exceptions import (
+    OpenFailure,
     StoreCorrupt,
     StoreOpenFailed,
     StoreUnavailable,
 )
-from engram_memory.store.driver_errors import DriverFailure, OpenFailure, classify
+from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.database import Database
+from engram_memory.store.driver_errors import DriverFailure, classify
 from engram_memory.store.integrity import read_every_row
 from tests.admin.test_rotation_cli import _get, _service
 from tests.harness import fresh_key

@@ -10,7 +10,8 @@ from pathlib import Path
 import duckdb
 
 from engram_memory.store import key_intents
-from engram_memory.store.database import DATABASE_FILE, Database
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.database import Database
 
 SCOPE = "tenant:acme/workspace:support"
 

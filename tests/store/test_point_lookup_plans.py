@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.store.database import Database, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.database import Database
 
 _MEMORY = load_queries("engram_memory.store.sql", "memory.sql")
 _JOURNAL = load_queries("engram_memory.store.sql", "journal.sql")

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import StoreCorrupt, StoreUnavailable
 from engram_memory.store import journal
-from engram_memory.store.database import Database, StoreCorrupt, StoreUnavailable, Transaction
+from engram_memory.store.database import Database
+from engram_memory.store.transaction import Transaction
 from tests.store.test_damaged_store import _store_with_a_damaged_block
 
 SCOPE = "tenant:acme/workspace:support"

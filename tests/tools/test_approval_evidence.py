@@ -11,6 +11,7 @@ import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import operation_digest
+from engram_memory.contract.exceptions import AuditChainBroken
 from engram_memory.contract.parsing import normalize
 from engram_memory.core.runtime import Services
 from engram_memory.store import audit, journal
@@ -143,7 +144,7 @@ def test_an_edited_approval_breaks_the_audit_chain(
     value(alice.call(FORGET, args, alice.confirm(FORGET, args, record_id)))
     with services.database.transaction() as tx:
         tx.execute(tamper)
-    with pytest.raises(audit.AuditChainBroken), services.database.transaction() as tx:
+    with pytest.raises(AuditChainBroken), services.database.transaction() as tx:
         audit.verify(tx)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ProtocolRefusal, ToolError
+from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.core.runtime import Services
 from tests.harness import Caller, fresh_key
 from tests.tools.test_tool_rules import ADMIT, CAPTURE, FORGET, WITHDRAW, code, value

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode
+from engram_memory.contract.exceptions import PolicyUnavailable, ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.policy.decider import ADMISSION_PATH, PolicyDecider
-from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
+from engram_memory.policy.engine import EngineAnswer
 from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, admit, capture, code, high_water, value

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engram_memory.core.runtime import Services
-from engram_memory.store.database import load_queries
+from engram_memory.store.connection import load_queries
 from engram_memory.store.transaction import Transaction
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, capture, forget, value, withdraw

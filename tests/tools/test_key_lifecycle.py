@@ -16,13 +16,13 @@ import pytest
 from engram_memory.admin.maintenance import MaintenanceService, Operator
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.digests import candidate_id_for, one_way_ref
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import CommitOutcomeUnknown, ToolError
 from engram_memory.core import item_keys
 from engram_memory.core.key_recovery import recover_key_directory
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import verify_invocation
 from engram_memory.store import key_intents, memory
-from engram_memory.store.database import CommitOutcomeUnknown
 from tests.harness import Caller
 from tests.tools.test_tool_rules import (
     _key,

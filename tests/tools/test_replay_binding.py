@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engram_memory.contract.errors import ProtocolRefusal
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.store import audit
 from engram_memory.tools import dispatch

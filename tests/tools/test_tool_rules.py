@@ -10,7 +10,8 @@ import pytest
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal
+from engram_memory.contract.errors import ProtocolCode
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.contract.types import format_instant
 from engram_memory.core.runtime import Services
 from engram_memory.store import journal

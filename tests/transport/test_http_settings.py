@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.transport.http_settings import (
     LOOPBACK_HOSTS,
     LOOPBACK_ORIGINS,

@@ -40,23 +40,19 @@ from engram_memory.admin.checkpointing import PUBLIC_KEY_VARIABLE
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import (
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    AuditAccessFailed,
     ConfigurationError,
-    EngramError,
-    ErrorCode,
+    ExportChainBroken,
+    OpenFailure,
     StoreDamaged,
+    StoreOpenFailed,
     ToolError,
 )
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
-from engram_memory.store.database import Database, StoreOpenFailed
-from engram_memory.store.driver_errors import OpenFailure
-from engram_memory.store.export_chain import ExportChainBroken
+from engram_memory.store.database import Database
 from engram_memory.store.export_verify import verify_series
-
-
-class AuditAccessFailed(EngramError):
-    """The chains do not verify, or the store does not extend the previous export: the
-    first defect, by sequence or cursor (never content)."""
 
 
 def export_snapshot(

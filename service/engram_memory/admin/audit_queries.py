@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import QueryFileInvalid, QueryUsageError
 
 QUERY_PACKAGE = "engram_memory.admin"
 QUERY_DIRECTORY = "named_queries"  # audit/queries is a link to it, for readers of the repo
@@ -31,14 +31,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _HEADER = re.compile(r"^-- (name|description|param): (.*)$")
 _PARAM = re.compile(r"^([a-z][a-z0-9_]*) (text|timestamp)( required)?: (.+)$")
 ParamValue = str | datetime | None
-
-
-class QueryUsageError(EngramError):
-    """An unknown query or parameter, a missing required parameter, or an unusable value."""
-
-
-class QueryFileInvalid(EngramError):
-    """A shipped query file's header does not follow the format (a packaging defect)."""
 
 
 @dataclass(frozen=True)

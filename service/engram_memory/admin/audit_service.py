@@ -27,18 +27,23 @@ from engram_memory.admin.maintenance import (
     run_authorized,
 )
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, ErrorCode
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    AuditChainBroken,
+    ConfigurationError,
+    ExportChainBroken,
+    JournalCorrupt,
+)
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.checkpoints import export_signed, keep_checkpoint, wall_clock_ms
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store import audit, inventory, journal
-from engram_memory.store.audit import AuditChainBroken
-from engram_memory.store.database import Database, Transaction
-from engram_memory.store.export_chain import ExportChainBroken, ExportRange, PreviousExport
+from engram_memory.store.database import Database
+from engram_memory.store.export_chain import ExportRange, PreviousExport
 from engram_memory.store.integrity import read_every_row
-from engram_memory.store.journal import JournalCorrupt
+from engram_memory.store.transaction import Transaction
 
 EXPORT_COMMAND = "audit-export"
 VERIFY_COMMAND = "audit-verify"

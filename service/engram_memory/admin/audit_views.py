@@ -19,21 +19,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import ExportTampered, ExportUnusable
 
 if TYPE_CHECKING:
     from engram_memory.admin.maintenance import Operator
 
 EXPORTED_TABLES = ("audit_entries", "decision_receipts", "journal_events")
 MANIFEST_FILE = "manifest.json"
-
-
-class ExportUnusable(EngramError):
-    """The directory is not an audit export (no manifest, a table's file missing)."""
-
-
-class ExportTampered(EngramError):
-    """An exported file's sha256 differs from the one its manifest pinned."""
 
 
 def _file_sha256(path: Path) -> str:

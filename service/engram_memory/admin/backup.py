@@ -42,24 +42,22 @@ from engram_memory.admin.maintenance import (
     run_authorized,
 )
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    KeyStoreBusy,
+    KeyStoreUnavailable,
+    StoreUnavailable,
+    ToolError,
+)
 from engram_memory.contract.types import format_instant
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.archive import ArchiveWriter
-from engram_memory.crypto.keystore import (
-    KEYS_DIRECTORY,
-    STATE_FILE,
-    KeyStoreBusy,
-    KeyStoreUnavailable,
-)
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, STATE_FILE
 from engram_memory.store import inventory
-from engram_memory.store.database import (
-    DATABASE_FILE,
-    SCHEMA_VERSION,
-    StoreUnavailable,
-)
+from engram_memory.store.connection import DATABASE_FILE
+from engram_memory.store.schema import SCHEMA_VERSION
 
 log = logging.getLogger("engram_memory.admin.backup")
 

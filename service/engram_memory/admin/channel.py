@@ -35,7 +35,8 @@ from typing import Any
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Progress
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ConfigurationError, ToolError
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.core.runtime import Services
 from engram_memory.transport.stopping import GracefulStop

@@ -20,7 +20,14 @@ from engram_memory.admin.maintenance import (
     run_authorized,
 )
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    CheckpointInvalid,
+    ConfigurationError,
+    StoreCorrupt,
+    StoreOpenFailed,
+    ToolError,
+)
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.checkpoint_verify import (
@@ -30,7 +37,6 @@ from engram_memory.core.checkpoint_verify import (
 )
 from engram_memory.core.checkpoints import (
     CHECKPOINT_FILE,
-    CheckpointInvalid,
     keep_checkpoint,
     take_checkpoint,
     verify_signature,
@@ -39,8 +45,9 @@ from engram_memory.core.checkpoints import (
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import inventory
-from engram_memory.store.database import Database, StoreCorrupt, StoreOpenFailed, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.export import MANIFEST_FILE
+from engram_memory.store.transaction import Transaction
 
 
 class CheckpointService:

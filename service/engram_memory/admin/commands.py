@@ -26,7 +26,8 @@ from engram_memory.admin.maintenance import (
 )
 from engram_memory.admin.rotation import RotationService
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core.runtime import Services
 from engram_memory.crypto.keys import RootKey
 

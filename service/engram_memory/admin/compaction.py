@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import KeyStoreBusy, ToolError
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
-from engram_memory.crypto.keystore import KeyStoreBusy
 from engram_memory.store import inventory
 
 

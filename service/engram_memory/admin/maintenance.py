@@ -17,7 +17,13 @@ from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    StoreCorrupt,
+    StoreUnavailable,
+    ToolError,
+)
 from engram_memory.contract.lifecycle import ACCEPTED_CURRENT, next_state
 from engram_memory.core import item_keys, steps
 from engram_memory.core.admission_outcome import conclude_admission, rebuild_record
@@ -26,7 +32,7 @@ from engram_memory.core.failures import known_failure
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
-from engram_memory.store.database import StoreCorrupt, StoreUnavailable, Transaction
+from engram_memory.store.transaction import Transaction
 
 RECORD_OPERATIONS = (
     "dispute",

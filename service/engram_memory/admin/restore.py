@@ -34,11 +34,20 @@ from engram_memory.admin.backup import (
 from engram_memory.admin.maintenance import Operator, Progress, operator_context, split_scope_ref
 from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    ArchiveForeign,
+    ArchiveInvalid,
+    AuditChainBroken,
+    JournalCorrupt,
+    StoreUnavailable,
+    StoreVersionSkew,
+    ToolError,
+)
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import Services
-from engram_memory.crypto.archive import ArchiveForeign, ArchiveInvalid, ArchiveReader
+from engram_memory.crypto.archive import ArchiveReader
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import (
     KEY_SUFFIX,
@@ -49,14 +58,8 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.store import inventory
 from engram_memory.store.anchors import anchor_afresh
-from engram_memory.store.audit import AuditChainBroken
-from engram_memory.store.database import (
-    SCHEMA_VERSION,
-    Database,
-    StoreUnavailable,
-    StoreVersionSkew,
-)
-from engram_memory.store.journal import JournalCorrupt
+from engram_memory.store.database import Database
+from engram_memory.store.schema import SCHEMA_VERSION
 
 _MAX_MANIFEST = 1 << 26
 _DAY_MS = 86_400_000

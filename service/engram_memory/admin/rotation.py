@@ -14,13 +14,18 @@ from collections.abc import Callable
 
 from engram_memory.admin.maintenance import Operator, Progress, authorize_operator, run_authorized
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    KeyStoreBusy,
+    KeyStoreUnavailable,
+    ToolError,
+)
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto import rotation
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KeyStoreBusy, KeyStoreUnavailable
 from engram_memory.store import inventory
 
 

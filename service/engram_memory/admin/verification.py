@@ -9,9 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.contract.errors import (
-    StoreBehindAnchor,
-)
+from engram_memory.contract.exceptions import StoreBehindAnchor
 from engram_memory.core.checkpoints import export_signed, wall_clock_ms
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store import audit, journal

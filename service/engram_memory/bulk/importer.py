@@ -30,17 +30,22 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.errors import ErrorCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    CommitOutcomeUnknown,
+    KeyStoreUnavailable,
+    ProtocolRefusal,
+    ToolError,
+)
 from engram_memory.contract.types import ToolName
 from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome, refusal_outcome
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.key_batch import store_item_keys
-from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import bulk_reads, key_intents, memory
-from engram_memory.store.database import CommitOutcomeUnknown, Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
 

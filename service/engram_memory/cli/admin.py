@@ -27,7 +27,7 @@ from engram_memory.admin.maintenance import RECORD_OPERATIONS, Operator
 from engram_memory.admin.restore import RestoreRequest, restore
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core.service_config import ServiceConfig
 from engram_memory.crypto.keys import RootKey
 

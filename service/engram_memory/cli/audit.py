@@ -32,20 +32,21 @@ from engram_memory.admin.verification import (
 )
 from engram_memory.cli import checkpoint as checkpoint_cli
 from engram_memory.contract.digests import principal_ref
-from engram_memory.contract.errors import (
+from engram_memory.contract.exceptions import (
+    AuditChainBroken,
     ConfigurationError,
+    JournalCorrupt,
+    KeyDirectoryInconsistent,
+    OpenFailure,
     StoreBehindAnchor,
+    StoreCorrupt,
     StoreDamaged,
+    StoreOpenFailed,
     StoreRefusal,
 )
 from engram_memory.core.key_recovery import audit_key_directory
-from engram_memory.crypto.key_audit import KeyDirectoryInconsistent
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store.anchors import AnchorFile
-from engram_memory.store.audit import AuditChainBroken
-from engram_memory.store.database import StoreCorrupt, StoreOpenFailed
-from engram_memory.store.driver_errors import OpenFailure
-from engram_memory.store.journal import JournalCorrupt
 
 EXIT_CHAIN_BROKEN = 1
 

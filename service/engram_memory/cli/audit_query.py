@@ -20,24 +20,24 @@ from typing import Any, TextIO
 
 import duckdb
 
-from engram_memory.admin.audit_access import (
-    EXIT_REFUSED,
-    AuditAccessFailed,
-    add_access_arguments,
-    operator_of,
-)
+from engram_memory.admin.audit_access import EXIT_REFUSED, add_access_arguments, operator_of
 from engram_memory.admin.audit_output import FORMATS, render
 from engram_memory.admin.audit_queries import (
     NamedQuery,
-    QueryFileInvalid,
-    QueryUsageError,
     bind_params,
     find_query,
     load_named_queries,
     parse_query_file,
 )
-from engram_memory.admin.audit_views import ExportTampered, ExportUnusable, opened_source
-from engram_memory.contract.errors import ToolError
+from engram_memory.admin.audit_views import opened_source
+from engram_memory.contract.exceptions import (
+    AuditAccessFailed,
+    ExportTampered,
+    ExportUnusable,
+    QueryFileInvalid,
+    QueryUsageError,
+    ToolError,
+)
 
 EXIT_FAILED = 1  # the export or store cannot be trusted or read as exported
 EXIT_USAGE = 2

@@ -22,7 +22,7 @@ from engram_memory.admin.maintenance import Operator, run_authorized
 from engram_memory.bulk.importer import DEFAULT_BATCH, ImportBinding, Importer
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, ToolError
+from engram_memory.contract.exceptions import ConfigurationError, ToolError
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext, Services
 

@@ -31,8 +31,7 @@ from engram_memory.admin.checkpointing import (
     verify_manifest,
 )
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
-from engram_memory.contract.errors import ConfigurationError, ToolError
-from engram_memory.core.checkpoints import CheckpointInvalid
+from engram_memory.contract.exceptions import CheckpointInvalid, ConfigurationError, ToolError
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey, CheckpointSigningKey
 
 

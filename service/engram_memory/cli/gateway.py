@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    GatewayAuditInvalid,
+    GatewayAuditUnavailable,
+    GatewayConfigError,
+)
 
 if TYPE_CHECKING:
     from engram_memory.gateway.config import GatewayConfig
@@ -49,7 +54,7 @@ def _say(line: str) -> None:
 
 
 def _verify_audit(path: Path) -> int:
-    from engram_memory.gateway.audit_log import GatewayAuditInvalid, verify_audit
+    from engram_memory.gateway.audit_log import verify_audit
 
     try:
         count = verify_audit(path)
@@ -74,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.config:
         _say("--config FILE is required")
         return EXIT_CONFIG
-    from engram_memory.gateway.config import GatewayConfigError, load_gateway_config
+    from engram_memory.gateway.config import load_gateway_config
 
     try:
         config = load_gateway_config(Path(args.config))
@@ -123,7 +128,7 @@ def _check_upstream_program(config: GatewayConfig) -> None:
 def _serve(config: GatewayConfig) -> int:
     import anyio
 
-    from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+    from engram_memory.gateway.audit_log import GatewayAudit
 
     try:
         audit = GatewayAudit.open(config.audit_log, config.host_id)

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from engram_memory._internal.private_files import use_private_umask
-from engram_memory.contract.errors import ConfigurationError, EngramError, StoreRefusal
+from engram_memory.contract.exceptions import ConfigurationError, EngramError, StoreRefusal
 
 EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
 # Commands that create store, key, export or backup files: they run under umask 077.

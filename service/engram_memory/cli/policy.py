@@ -21,7 +21,7 @@ from engram_memory.cli.policy_signing import (
     run_signing,
     run_verify,
 )
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.policy.authoring.build import build_bundle
 from engram_memory.policy.authoring.default_bundle import (
     build_default_bundle,

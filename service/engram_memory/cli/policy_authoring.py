@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.authoring.calls import CallError, known_tools, parse_binding, parse_call
+from engram_memory.contract.exceptions import CallError, ConfigurationError
+from engram_memory.policy.authoring.calls import known_tools, parse_binding, parse_call
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.authoring.default_bundle import default_sources
 from engram_memory.policy.authoring.effective import effective_permissions

@@ -13,13 +13,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engram_memory.contract.exceptions import SigningKeyError
 from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, read_lock, verify_bundle
 from engram_memory.policy.signing import load_verification_key, verify_signed_bundle
 from engram_memory.policy.signing_keys import (
     SIGNING_KEY_FILE,
     VERIFICATION_KEY_FILE,
-    SigningKeyError,
     generate_key_pair,
 )
 

@@ -32,6 +32,12 @@ from mcp.client import Transport
 from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from engram_memory.client.reference_host import Binding, ReferenceHost
+from engram_memory.contract.exceptions import (
+    CannotConnect,
+    ConnectionLost,
+    ServerExited,
+    ServerUnavailable,
+)
 from engram_memory.host.keys import HostSigningKey
 
 # The MCP errors that mean the connection failed, not that the server refused the request.
@@ -41,23 +47,6 @@ _HELD_HINT = "stop that server, or connect to it over HTTP (`server.url`) instea
 # A line of the server's logging (cli.py: "%(levelname)s %(name)s: %(message)s").
 _LOG_RECORD = re.compile(r"(DEBUG|INFO|WARNING) [\w.]+: ")
 _SLOW_HINT = "is it running and answering? (`timeout_seconds` sets how long to wait)"
-
-
-class ServerUnavailable(Exception):
-    """The host cannot use the server; `str()` is one line naming the problem and what to do."""
-
-
-class CannotConnect(ServerUnavailable):
-    """No connection was made (nothing was sent): no server at the URL, TLS failed, not an
-    MCP endpoint, a stdio command that cannot be started, or no answer in time."""
-
-
-class ServerExited(ServerUnavailable):
-    """The stdio server exited during start-up (e.g. its store is held by another server)."""
-
-
-class ConnectionLost(ServerUnavailable):
-    """The connection failed after it was made; a mutation under way may have committed."""
 
 
 def is_transport_failure(error: MCPError) -> bool:

@@ -17,13 +17,11 @@ from typing import Any
 
 import rfc8785
 
+from engram_memory.contract.exceptions import NonCanonicalValue
+
 SAFE_INTEGER_MAX = 2**53 - 1
 
 JsonValue = Any  # a normalized JSON tree: dict[str, JsonValue] | list | str | int | float | bool
-
-
-class NonCanonicalValue(ValueError):
-    """A value cannot be represented canonically; maps to INVALID_SCHEMA at the boundary."""
 
 
 # UAX #15 "Stream-Safe Text Format": no real text needs more combining marks in a row.

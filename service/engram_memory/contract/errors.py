@@ -3,6 +3,7 @@
 Tool errors travel inside the result envelope; protocol errors are JSON-RPC errors with a
 constant message and no data. Both carry only constants: a message is never interpolated or
 derived from input, exceptions or stored content, so nothing sensitive can leak through it.
+The exceptions that carry these codes, and every other, are in contract/exceptions.py.
 """
 
 from __future__ import annotations
@@ -61,23 +62,6 @@ class ErrorCode(Enum):
         return self.value.message
 
 
-class EngramError(Exception):
-    """Root of every exception the service raises on purpose."""
-
-
-class ToolError(EngramError):
-    """A failure reported to the agent as an envelope with a constant `error` object.
-
-    The optional `detail` is a sanitized, operator-facing note for the audit trail; it never
-    reaches the agent.
-    """
-
-    def __init__(self, code: ErrorCode, detail: str = "") -> None:
-        super().__init__(code.name)
-        self.code = code
-        self.detail = detail
-
-
 class ProtocolCode(Enum):
     """JSON-RPC refusals (SPEC §1.7): constant message, no data, never an envelope."""
 
@@ -119,38 +103,3 @@ def wire_error_message(code: int, message: str) -> str:
     if (code, message) in _CONSTANT_RPC_ERRORS:
         return message
     return _STANDARD_RPC_MESSAGES.get(code, "Server error")
-
-
-class ProtocolRefusal(EngramError):
-    """The call is refused at the protocol level; `detail` is for the audit trail only."""
-
-    def __init__(self, code: ProtocolCode, detail: str = "") -> None:
-        super().__init__(code.name)
-        self.code = code
-        self.detail = detail
-
-
-class ConfigurationError(EngramError):
-    """Operator configuration is unusable; the CLI prints one line and exits 2."""
-
-
-class StoreRefusal(EngramError):
-    """The store must not be served: the CLI prints its one line and exits `exit_code`.
-
-    Not a configuration problem (exit 2): the data itself is behind what it acknowledged or
-    damaged, and an operator has to restore it or accept the loss (README).
-    """
-
-    exit_code = 1
-
-
-class StoreBehindAnchor(StoreRefusal):
-    """Acknowledged writes are missing (WAL lost, chain tail removed, anchor file gone)."""
-
-    exit_code = 3
-
-
-class StoreDamaged(StoreRefusal):
-    """The store file failed a checksum or header check."""
-
-    exit_code = 4

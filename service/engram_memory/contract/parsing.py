@@ -18,15 +18,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from engram_memory.contract.canonical import (
-    JsonValue,
-    NonCanonicalValue,
-    canonical_json,
-    nfc,
-    normalize,
-)
+from engram_memory.contract.canonical import JsonValue, canonical_json, nfc, normalize
 from engram_memory.contract.digests import ZERO_DIGEST
-from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ErrorCode, ProtocolCode
+from engram_memory.contract.exceptions import NonCanonicalValue, ProtocolRefusal, ToolError
 from engram_memory.contract.inputs import INPUT_MODELS, ToolInput
 from engram_memory.contract.secrets import DEFAULT_DETECTOR, SecretDetector
 from engram_memory.contract.types import DIGEST_FORMAT_ERROR, MUTATING_TOOLS, ToolName

@@ -22,7 +22,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.secret_folding import fold_for_detection
 
 # Names that mark the value assigned to them as a credential. `access_token`, `client_secret`

@@ -16,7 +16,7 @@ from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.records import build_record
 from engram_memory.core.runtime import CallContext
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 
 def rebuild_record(envelope: dict[str, Any], capture_cursor: int) -> dict[str, JsonValue]:

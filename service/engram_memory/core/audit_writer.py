@@ -18,11 +18,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.core import steps
 from engram_memory.core.call_audit import AuditFacts
 from engram_memory.core.runtime import CallContext
 from engram_memory.store import audit
-from engram_memory.store.database import Database, StoreUnavailable
+from engram_memory.store.database import Database
 
 log = logging.getLogger("engram_memory.calls")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ProtocolRefusal, ToolError
+from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.policy.receipts import Decision
 from engram_memory.store.audit import ApprovalEvidence
 

@@ -24,15 +24,12 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.core.checkpoints import (
-    CHECKPOINT_FORMAT,
-    CheckpointInvalid,
-    verify_signature,
-)
+from engram_memory.contract.exceptions import CheckpointInvalid
+from engram_memory.core.checkpoints import CHECKPOINT_FORMAT, verify_signature
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import checkpoints as rows
-from engram_memory.store.database import Transaction
 from engram_memory.store.export import MANIFEST_FILE
+from engram_memory.store.transaction import Transaction
 
 AUDIT = "audit"
 Hashes = Callable[[int, int], dict[int, str]]  # (low, high) -> hash by position

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from engram_memory._internal.private_files import FILE_MODE, make_private
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import CheckpointInvalid, StoreUnavailable
 from engram_memory.contract.types import format_instant
 from engram_memory.crypto.checkpoint_key import (
     ALGORITHM,
@@ -41,9 +41,10 @@ from engram_memory.crypto.checkpoint_key import (
     CheckpointSigningKey,
 )
 from engram_memory.store import checkpoints as rows
-from engram_memory.store.database import Database, StoreUnavailable, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.export import export_tables
 from engram_memory.store.export_chain import ExportRange
+from engram_memory.store.transaction import Transaction
 
 CHECKPOINT_FORMAT = "engram-audit-checkpoint/1"
 CHECKPOINT_FILE = "checkpoint.json"
@@ -52,11 +53,6 @@ DEFAULT_INTERVAL_S = 300
 # The interval thread looks at the clock at least this often, so a stop never waits long.
 _POLL_S = 1.0
 log = logging.getLogger("engram_memory.checkpoints")
-
-
-class CheckpointInvalid(EngramError):
-    """Not a checkpoint (or manifest) of this format, or its signature does not verify
-    under the given public key: nothing it says can be trusted."""
 
 
 def load_checkpoint_key(path: Path | None) -> CheckpointSigningKey | None:

@@ -42,7 +42,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.types import MUTATING_TOOLS
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"

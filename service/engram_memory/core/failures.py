@@ -7,11 +7,17 @@ caller decides between MUTATION_OUTCOME_UNKNOWN and CAPABILITY_UNAVAILABLE (SPEC
 
 from __future__ import annotations
 
-from engram_memory.contract.errors import ErrorCode, ToolError
-from engram_memory.crypto.keystore import KeyStoreUnavailable
-from engram_memory.crypto.sealing import SealBroken
-from engram_memory.store.database import CommitOutcomeUnknown, StoreCorrupt, StoreUnavailable
-from engram_memory.store.journal import JournalCorrupt, JournalIntentConflict
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import (
+    CommitOutcomeUnknown,
+    JournalCorrupt,
+    JournalIntentConflict,
+    KeyStoreUnavailable,
+    SealBroken,
+    StoreCorrupt,
+    StoreUnavailable,
+    ToolError,
+)
 
 # First match wins: StoreCorrupt and CommitOutcomeUnknown are StoreUnavailable, and must stay
 # "damaged" (never retriable: SPEC's non-retriable store-integrity code) and "unknown".

@@ -21,8 +21,9 @@ import logging
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import forgotten
-from engram_memory.store.database import Database, Transaction
+from engram_memory.store.database import Database
 from engram_memory.store.forgotten import ContentDigests
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.store")
 

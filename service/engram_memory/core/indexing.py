@@ -12,11 +12,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from engram_memory.contract.exceptions import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.core.runtime import CallContext
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
 from engram_memory.store import memory, side_writes
-from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable, Transaction
 from engram_memory.store.index_changes import DocumentIndexed, PostingBatch
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.index")
 

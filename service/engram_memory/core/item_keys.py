@@ -19,14 +19,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import CommitOutcomeUnknown, KeyStoreUnavailable, ToolError
 from engram_memory.core import steps
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.key_hygiene import sweep_temporaries
-from engram_memory.crypto.keystore import KeyStoreUnavailable
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.store import key_intents
-from engram_memory.store.database import CommitOutcomeUnknown, Transaction
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.keys")
 

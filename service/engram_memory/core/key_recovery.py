@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.crypto.key_audit import KeyDirectoryReport, verify_key_directory
 from engram_memory.crypto.key_hygiene import SweepReport, sweep_directory
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore

@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ToolError
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core import indexing, item_keys, steps
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import CallContext
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 Output = dict[str, JsonValue]
 Index = indexing.RecordIndex | indexing.StagedIndex

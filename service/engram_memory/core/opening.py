@@ -13,7 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from engram_memory._internal.private_files import secure_data_dir
-from engram_memory.contract.errors import ConfigurationError, StoreDamaged
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    KeyStoreUnavailable,
+    OpenFailure,
+    StoreCorrupt,
+    StoreDamaged,
+    StoreOpenFailed,
+    StoreUnavailable,
+    StoreVersionSkew,
+)
 from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.forgotten import key_forgotten_rows
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
@@ -21,19 +30,12 @@ from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.core.search_index import follow_store
 from engram_memory.core.service_config import ServiceConfig
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore, KeyStoreUnavailable
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.fleet import open_policy
 from engram_memory.store.anchors import open_anchor
-from engram_memory.store.database import (
-    Database,
-    StoreCorrupt,
-    StoreOpenFailed,
-    StoreUnavailable,
-    StoreVersionSkew,
-)
-from engram_memory.store.driver_errors import OpenFailure
+from engram_memory.store.database import Database
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.side_writes import sweep_orphan_index
 

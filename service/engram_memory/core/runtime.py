@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engram_memory.contract.digests import one_way_ref, principal_ref
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.types import format_instant
 from engram_memory.core.failpoints import UnsafeFailpoints
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS

@@ -18,10 +18,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from engram_memory.contract.exceptions import IndexInconsistent
 from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT
 from engram_memory.search.index_ranking import RankedList, rank_in_index
-from engram_memory.search.scope_index import IndexInconsistent, ScopeIndex
-from engram_memory.store.database import Database, Transaction, load_queries
+from engram_memory.search.scope_index import ScopeIndex
+from engram_memory.store.connection import load_queries
+from engram_memory.store.database import Database
 from engram_memory.store.index_changes import (
     DocumentIndexed,
     DocumentPurged,
@@ -29,6 +31,7 @@ from engram_memory.store.index_changes import (
     RecordAdmitted,
     RecordStateSet,
 )
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.search_index")
 

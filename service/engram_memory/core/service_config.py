@@ -47,7 +47,7 @@ from urllib.parse import urlparse
 
 from engram_memory._internal.config_values import boolean as _bool
 from engram_memory._internal.config_values import flag_or_env as _flag_or_env
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.policy.revision_trust import bundle_service_url
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key

@@ -13,18 +13,23 @@ from dataclasses import dataclass, replace
 
 from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import digest, one_way_ref, operation_digest
-from engram_memory.contract.errors import ErrorCode, ProtocolCode, ProtocolRefusal, ToolError
+from engram_memory.contract.errors import ErrorCode, ProtocolCode
+from engram_memory.contract.exceptions import (
+    KeyFileBroken,
+    ProtocolRefusal,
+    SealBroken,
+    TokenInvalid,
+    ToolError,
+)
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ConfirmationSpend
 from engram_memory.core.runtime import CallContext
-from engram_memory.crypto.keyfile import KeyFileBroken
-from engram_memory.crypto.sealing import SealBroken, open_sealed
+from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
-from engram_memory.host.tokens import TokenInvalid
 from engram_memory.policy.decider import AuthzResult, RateLimit
 from engram_memory.store import audit, memory
 from engram_memory.store.audit import ApprovalEvidence
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.calls")
 

@@ -26,8 +26,8 @@ from typing import BinaryIO, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from engram_memory.contract.errors import EngramError
-from engram_memory.crypto.keys import KEY_ID_BYTES, RootKey, UnknownRootKey
+from engram_memory.contract.exceptions import ArchiveForeign, ArchiveInvalid, UnknownRootKey
+from engram_memory.crypto.keys import KEY_ID_BYTES, RootKey
 
 MAGIC = b"ENGRMBK\x01"
 HEADER_BYTES = 64
@@ -38,14 +38,6 @@ _TAG = 16
 
 class Sink(Protocol):
     def write(self, data: bytes, /) -> object: ...
-
-
-class ArchiveInvalid(EngramError):
-    """The archive is damaged, truncated, extended or tampered with (BACKUP_INVALID)."""
-
-
-class ArchiveForeign(EngramError):
-    """The archive is intact but made under a root key this ring does not hold."""
 
 
 def _check(head: bytes) -> bytes:

@@ -13,13 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import KeyDirectoryInconsistent, KeyFileBroken
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keystore import KEY_SUFFIX, KeyStore
-
-
-class KeyDirectoryInconsistent(EngramError):
-    """A live item has no usable key file, or an ended item's key file survives."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +77,6 @@ def _well_formed(path: Path) -> bool:
         return len(blob) > 1
     try:
         keyfile.read_header(blob)
-    except keyfile.KeyFileBroken:
+    except KeyFileBroken:
         return False
     return True

@@ -23,9 +23,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from engram_memory._internal.durable_files import fsync_directory, fsync_path, shred
+from engram_memory.contract.exceptions import KeyStoreUnavailable, UnknownRootKey
 from engram_memory.crypto import keyfile
-from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
-from engram_memory.crypto.keystore import KeyStore, KeyStoreUnavailable, name_digest
+from engram_memory.crypto.keys import RootKey, scope_tag
+from engram_memory.crypto.keystore import KeyStore, name_digest
 
 _TEMPORARY = ".tmp"
 

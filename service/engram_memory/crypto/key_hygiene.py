@@ -18,13 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engram_memory._internal.durable_files import shred
-from engram_memory.crypto.keystore import (
-    KEY_SUFFIX,
-    STATE_FILE,
-    TEMPORARY_SUFFIXES,
-    KeyStore,
-    KeyStoreUnavailable,
-)
+from engram_memory.contract.exceptions import KeyStoreUnavailable
+from engram_memory.crypto.keystore import KEY_SUFFIX, STATE_FILE, TEMPORARY_SUFFIXES, KeyStore
 
 # (scope_ref, item_id, live): live when the item's content still needs its key.
 ItemKeys = Iterable[tuple[str, str, bool]]

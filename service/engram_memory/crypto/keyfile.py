@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from engram_memory.contract.errors import EngramError
-from engram_memory.crypto.keys import KEY_BYTES, KEY_ID_BYTES, RootKey, UnknownRootKey
-from engram_memory.crypto.sealing import SealBroken, unwrap_key
+from engram_memory.contract.exceptions import KeyFileBroken, SealBroken, UnknownRootKey
+from engram_memory.crypto.keys import KEY_BYTES, KEY_ID_BYTES, RootKey
+from engram_memory.crypto.sealing import unwrap_key
 
 MAGIC = b"EKF\x02"
 HEADER_BYTES = 32
@@ -38,10 +38,6 @@ _NONCE_BYTES = 12
 FILE_BYTES = HEADER_BYTES + _NONCE_BYTES + KEY_BYTES + 16
 _AAD_LABEL = b"engram-memory/key-file/v2\0"
 _LEGACY_FORMAT = b"\x01"
-
-
-class KeyFileBroken(EngramError):
-    """A key file does not open: tampered, foreign, or wrapped under a root not held."""
 
 
 @dataclass(frozen=True)

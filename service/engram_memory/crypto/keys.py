@@ -30,16 +30,12 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from engram_memory.contract.errors import ConfigurationError, EngramError
+from engram_memory.contract.exceptions import ConfigurationError, UnknownRootKey
 
 KEY_BYTES = 32
 KEY_ID_BYTES = 8
 _ROOT_KEY_HEADER = "engram-root-key-v1:"
 _INDEX_ROOT_HEADER = "engram-index-root-v1:"
-
-
-class UnknownRootKey(EngramError):
-    """A key file or archive names a root key this key ring does not hold."""
 
 
 def _hkdf(root: bytes, info: bytes, salt: bytes | None = None) -> bytes:

@@ -26,10 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram_memory._internal.durable_files import fsync_directory, shred
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import (
+    KeyFileBroken,
+    KeyStoreBusy,
+    KeyStoreUnavailable,
+    UnknownRootKey,
+)
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.destruction_pause import DestructionPause
-from engram_memory.crypto.keys import RootKey, UnknownRootKey, scope_tag
+from engram_memory.crypto.keys import RootKey, scope_tag
 
 KEY_SUFFIX = ".key"
 KEYS_DIRECTORY = "keys"  # inside the data directory
@@ -40,14 +45,6 @@ _STATE_LOCK_FILE = ".state.lock"
 # Leftovers of an interrupted write or rotation: copies of wrapped keys, destroyed on sight.
 TEMPORARY_SUFFIXES = (".tmp", ".rot")
 _STATE_FORMAT = 1
-
-
-class KeyStoreUnavailable(EngramError):
-    """A key file could not be written or read; maps to STORE_UNAVAILABLE."""
-
-
-class KeyStoreBusy(KeyStoreUnavailable):
-    """Another rotation or backup holds the key store."""
 
 
 @dataclass
@@ -260,7 +257,7 @@ class KeyStore:
             return keyfile.unwrap_legacy(root, blob, scope_ref, item_id)
         header, data_key = keyfile.unwrap(root, blob, name_digest(scope_ref, item_id))
         if header.tag != scope_tag(scope_ref):
-            raise keyfile.KeyFileBroken("key file of another scope")
+            raise KeyFileBroken("key file of another scope")
         return data_key
 
     # -- raw files -------------------------------------------------------------------------

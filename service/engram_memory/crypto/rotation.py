@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engram_memory._internal.durable_files import shred
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError, KeyFileBroken
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.keys import RootKey, scope_tag
 from engram_memory.crypto.keystore import (
@@ -227,7 +227,7 @@ def _rewrap(
         else:
             try:
                 header = keyfile.read_header(blob)
-            except keyfile.KeyFileBroken:
+            except KeyFileBroken:
                 report.unreadable += only_tag is None  # a scope sweep cannot tell its scope
                 return
             tag = header.tag
@@ -238,7 +238,7 @@ def _rewrap(
             if header == state.header_for(tag):
                 report.already_current += 1
                 return
-    except keyfile.KeyFileBroken:
+    except KeyFileBroken:
         report.unreadable += 1
         return
     if not replace_and_shred_old(path, keyfile.wrap(root, state.header_for(tag), digest, data_key)):

@@ -11,14 +11,11 @@ import secrets
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from engram_memory.contract.exceptions import SealBroken
 from engram_memory.crypto.keys import KEY_BYTES
 
 _NONCE_BYTES = 12
 _FORMAT = b"\x01"  # leading version byte of sealed bodies and wrapped keys
-
-
-class SealBroken(Exception):
-    """A ciphertext does not open: wrong key, wrong binding, or tampered bytes."""
 
 
 def _aad(purpose: bytes, scope_ref: str, item_id: str) -> bytes:

@@ -34,26 +34,13 @@ from typing import Any, Self
 
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.digests import principal_ref
+from engram_memory.contract.exceptions import GatewayAuditInvalid, GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller
 
 GENESIS_HASH = "sha256:" + "0" * 64
 FILE_MODE = 0o600
 # The tail is read backwards in blocks of this size to find the last line.
 _TAIL_BLOCK = 64 * 1024
-
-
-class GatewayAuditUnavailable(Exception):
-    """The gateway audit log cannot be opened or written; the call (or the start) fails
-    closed."""
-
-
-class GatewayAuditInvalid(Exception):
-    """The chain does not verify; `line` is the 1-based line that broke it."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
 
 
 def _now_iso_ms() -> str:

@@ -27,11 +27,6 @@ class Caller:
     groups: tuple[str, ...] = ()
 
 
-class CallerUnavailable(Exception):
-    """No trustworthy caller for this request; answered JSON-RPC -32603 (constant message,
-    no data)."""
-
-
 def new_stdio_session() -> str:
     """The session of a stdio gateway process: one per process, never reused."""
     return f"session:gw-{uuid.uuid4().hex}"

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
+from engram_memory.contract.exceptions import GatewayConfigError, TokenInvalid
 from engram_memory.contract.groups import is_group_ref
 from engram_memory.contract.types import ALWAYS_CONFIRMED_TOOLS, SELECTABLE_CONFIRMED_TOOLS, one_of
 from engram_memory.host.confirmation import check_approver
-from engram_memory.host.tokens import TokenInvalid
 
 # Tools that need a human yes whatever the configuration says (SPEC §7).
 ALWAYS_CONFIRMED = ALWAYS_CONFIRMED_TOOLS
@@ -41,14 +41,6 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 Ref = Annotated[str, Field(min_length=1, max_length=512)]
 ScopePart = Annotated[str, Field(pattern=_SCOPE_PART)]
-
-
-class GatewayConfigError(Exception):
-    """The configuration cannot be used; `problems` are `file:line: field: message` lines."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
 
 class _Model(BaseModel):

@@ -28,8 +28,9 @@ import anyio
 import mcp_types as types
 from pydantic import ValidationError
 
+from engram_memory.contract.exceptions import GatewayAuditUnavailable
 from engram_memory.contract.refusals import RefusalReason
-from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.transport.json_gate import INVALID_REQUEST, GateRefusal
 

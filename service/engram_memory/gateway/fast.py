@@ -32,7 +32,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, wire_error_message
-from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+from engram_memory.contract.exceptions import GatewayAuditUnavailable, UpstreamUnavailable
+from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import GatewayConfig
 from engram_memory.gateway.minting import InvocationMinter
@@ -44,7 +45,7 @@ from engram_memory.gateway.server import (
     purpose_argument,
     refuse_duplicate_arguments,
 )
-from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
+from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
 

@@ -40,7 +40,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError, UpstreamUnavailable
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.config import ClaimMapping, GatewayConfig, HttpBinding
 from engram_memory.gateway.door import OVERSIZED, DoorRefusals, sdk_accepts
@@ -53,7 +53,7 @@ from engram_memory.gateway.oauth import (
     caller_of,
 )
 from engram_memory.gateway.server import build_gateway_server
-from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
+from engram_memory.gateway.upstream import Upstream
 from engram_memory.transport.http_serving import AdmitWhileServing, HealthProbe, listen, serve_asgi
 from engram_memory.transport.http_settings import (
     LOOPBACK_HOSTS,

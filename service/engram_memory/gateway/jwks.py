@@ -22,6 +22,8 @@ from typing import Any
 import anyio.to_thread
 import jwt
 
+from engram_memory.contract.exceptions import JwksUnavailable, UnknownKey
+
 DEFAULT_LIFESPAN_S = 300.0
 DEFAULT_COOLDOWN_S = 30.0
 DEFAULT_FETCH_TIMEOUT_S = 5.0
@@ -33,14 +35,6 @@ class SigningKey:
 
     key: Any
     alg: str | None
-
-
-class JwksUnavailable(Exception):
-    """The JWKS could not be fetched (or held no usable signing key) and none is cached."""
-
-
-class UnknownKey(Exception):
-    """The JWKS (fetched afresh, or within the cooldown) has no signing key with this kid."""
 
 
 class JwksCache:

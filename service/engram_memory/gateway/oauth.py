@@ -47,14 +47,20 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 
+from engram_memory.contract.exceptions import (
+    CallerUnavailable,
+    GatewayAuditUnavailable,
+    JwksUnavailable,
+    OAuthRefused,
+    TokenInvalid,
+    UnknownKey,
+)
 from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
-from engram_memory.gateway.audit_log import GatewayAuditUnavailable
-from engram_memory.gateway.caller import Caller, CallerUnavailable
-from engram_memory.gateway.jwks import JwksCache, JwksUnavailable, SigningKey, UnknownKey
+from engram_memory.gateway.caller import Caller
+from engram_memory.gateway.jwks import JwksCache, SigningKey
 from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.gateway.token_cache import TokenCache
 from engram_memory.host.confirmation import check_approver
-from engram_memory.host.tokens import TokenInvalid
 
 MAX_TOKEN_BYTES = 16 * 1024
 LEEWAY_S = 30
@@ -123,12 +129,6 @@ class GatewayAccessToken(AccessToken):
     groups: tuple[str, ...] = ()
 
 
-class _Refused(Exception):
-    def __init__(self, reason: str, **detail: str) -> None:
-        super().__init__(reason)
-        self.reason, self.detail = reason, detail
-
-
 def _shown(value: object) -> str:
     """A header or claim value as the audit may show it: short printable ASCII only."""
     return value if isinstance(value, str) and _PRINTABLE.match(value) else "(not shown)"
@@ -159,7 +159,7 @@ class JwtVerifier:
         client to ask for more scope rather than for a new login.
         """
         if not isinstance(token, str) or len(token) > MAX_TOKEN_BYTES:
-            await self._refuse(_Refused("malformed"))
+            await self._refuse(OAuthRefused("malformed"))
             return None
         digest = "sha256:" + hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
         cached = self._accepted.get(digest)
@@ -168,17 +168,19 @@ class JwtVerifier:
         try:
             claims = await self._verified_claims(token)
             access = self._bound(digest, claims)
-        except _Refused as refused:
+        except OAuthRefused as refused:
             await self._refuse(refused)
             return None
         missing = [s for s in self._rules.required_scopes if s not in access.scopes]
         if missing:
-            await self._refuse(_Refused("insufficient_scope", missing=_shown(" ".join(missing))))
+            await self._refuse(
+                OAuthRefused("insufficient_scope", missing=_shown(" ".join(missing)))
+            )
         elif access.expires_at is not None:
             self._accepted.put(digest, access, access.expires_at)
         return access
 
-    async def _refuse(self, refused: _Refused) -> None:
+    async def _refuse(self, refused: OAuthRefused) -> None:
         written, summaries = self._flood.admit(refused.reason)
         entries = [(summary.reason, summary.detail) for summary in summaries]
         if written:
@@ -204,26 +206,26 @@ class JwtVerifier:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
-            raise _Refused("malformed") from None
+            raise OAuthRefused("malformed") from None
         alg = header.get("alg")
         if not isinstance(alg, str) or alg not in self._algorithms or _NEVER.match(alg):
-            raise _Refused("algorithm_refused", unverified_alg=_shown(alg))
+            raise OAuthRefused("algorithm_refused", unverified_alg=_shown(alg))
         if "iss" not in unverified:
-            raise _Refused("missing_claim", claim="iss")
+            raise OAuthRefused("missing_claim", claim="iss")
         if unverified["iss"] != self._rules.issuer:
-            raise _Refused("wrong_issuer", unverified_iss=_shown(unverified["iss"]))
+            raise OAuthRefused("wrong_issuer", unverified_iss=_shown(unverified["iss"]))
         kid = header.get("kid")
         if not isinstance(kid, str) or not kid:
-            raise _Refused("unknown_key", unverified_kid="(absent)")
+            raise OAuthRefused("unknown_key", unverified_kid="(absent)")
         try:
             key = await self._keys.key(kid)
         except UnknownKey:
-            raise _Refused("unknown_key", unverified_kid=_shown(kid)) from None
+            raise OAuthRefused("unknown_key", unverified_kid=_shown(kid)) from None
         except JwksUnavailable:
-            raise _Refused("jwks_unavailable") from None
+            raise OAuthRefused("jwks_unavailable") from None
         if key.alg is not None and key.alg != alg:
             # The IdP pinned this key to another algorithm.
-            raise _Refused("algorithm_refused", unverified_alg=_shown(alg))
+            raise OAuthRefused("algorithm_refused", unverified_alg=_shown(alg))
         return self._decoded(token, key, alg)
 
     def _decoded(self, token: str, key: SigningKey, alg: str) -> dict[str, Any]:
@@ -239,24 +241,24 @@ class JwtVerifier:
                 options={"require": ["exp", "iat", "iss", "aud", "sub"], "strict_aud": False},
             )
         except jwt.MissingRequiredClaimError as error:
-            raise _Refused("missing_claim", claim=_shown(error.claim)) from None
+            raise OAuthRefused("missing_claim", claim=_shown(error.claim)) from None
         except jwt.ExpiredSignatureError:
-            raise _Refused("expired") from None
+            raise OAuthRefused("expired") from None
         except jwt.ImmatureSignatureError:
-            raise _Refused("not_yet_valid") from None
+            raise OAuthRefused("not_yet_valid") from None
         except jwt.InvalidAudienceError:
-            raise _Refused("wrong_audience") from None
+            raise OAuthRefused("wrong_audience") from None
         except jwt.InvalidIssuerError:
-            raise _Refused("wrong_issuer") from None
+            raise OAuthRefused("wrong_issuer") from None
         except (jwt.InvalidSignatureError, jwt.InvalidKeyError, jwt.InvalidAlgorithmError):
-            raise _Refused("bad_signature") from None
+            raise OAuthRefused("bad_signature") from None
         except jwt.PyJWTError:
             # A claim of the wrong type (a string `exp`, a number `sub`, ...).
-            raise _Refused("malformed") from None
+            raise OAuthRefused("malformed") from None
         except (ValueError, TypeError):
             # The key is not of the algorithm's type (an EC key under RS256): no signature
             # by this key can be checked, so none is accepted.
-            raise _Refused("bad_signature") from None
+            raise OAuthRefused("bad_signature") from None
         return claims
 
     def _bound(self, digest: str, claims: Mapping[str, Any]) -> GatewayAccessToken:
@@ -265,22 +267,22 @@ class JwtVerifier:
         tenant = _ref(claims, rules.tenant, "tenant")
         workspace = _ref(claims, rules.workspace, "workspace")
         if not (_SCOPE_PART.match(tenant) and _SCOPE_PART.match(workspace)):
-            raise _Refused("malformed", claim="tenant/workspace")
+            raise OAuthRefused("malformed", claim="tenant/workspace")
         served = self._served.get((tenant, workspace))
         if served is None:
-            raise _Refused("scope_not_served", tenant=tenant, workspace=workspace)
+            raise OAuthRefused("scope_not_served", tenant=tenant, workspace=workspace)
         subject = claims["sub"]
         try:
             check_approver(f"human:{subject}")
         except TokenInvalid:
-            raise _Refused("malformed", claim="sub") from None
+            raise OAuthRefused("malformed", claim="sub") from None
         client = _client_id(claims)
         if rules.agent is not None:
             agent = _ref(claims, rules.agent, "agent")
         elif client is not None:
             agent = _checked_ref(f"agent:{client}", "agent")
         else:
-            raise _Refused("missing_claim", claim="azp")
+            raise OAuthRefused("missing_claim", claim="azp")
         return GatewayAccessToken(
             token=digest,
             client_id=client or agent,
@@ -315,7 +317,7 @@ def _checked_ref(value: str, binding: str) -> str:
         or any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in value)
         or not unicodedata.is_normalized("NFC", value)
     ):
-        raise _Refused("malformed", claim=binding)
+        raise OAuthRefused("malformed", claim=binding)
     return value
 
 
@@ -325,9 +327,9 @@ def _ref(claims: Mapping[str, Any], source: ClaimSource, binding: str) -> str:
     name = source.claim or binding
     value = claims.get(name)
     if value is None:
-        raise _Refused("missing_claim", claim=_shown(name))
+        raise OAuthRefused("missing_claim", claim=_shown(name))
     if not isinstance(value, str) or not value:
-        raise _Refused("malformed", claim=_shown(name))
+        raise OAuthRefused("malformed", claim=_shown(name))
     return _checked_ref(source.prefix + value, binding)
 
 
@@ -344,10 +346,10 @@ def _groups(claims: Mapping[str, Any], source: ClaimSource | None) -> tuple[str,
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
-        raise _Refused("malformed", claim=_shown(name))
+        raise OAuthRefused("malformed", claim=_shown(name))
     groups = sorted({source.prefix + g for g in value})
     if len(groups) > MAX_GROUPS or not all(is_group_ref(g) for g in groups):
-        raise _Refused("malformed", claim=_shown(name))
+        raise OAuthRefused("malformed", claim=_shown(name))
     return tuple(groups)
 
 

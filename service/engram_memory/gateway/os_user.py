@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import pwd
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.gateway.config import StdioBinding
 
 

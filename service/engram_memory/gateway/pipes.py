@@ -33,6 +33,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
+from engram_memory.contract.exceptions import LineTooLong
 from engram_memory.gateway.door import OVERSIZED, SdkModel, sdk_accepts
 from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
 from engram_memory.transport.stdin_lines import StdinLines
@@ -49,12 +50,6 @@ Answer = types.JSONRPCResponse | types.JSONRPCError
 FastPath = Callable[[types.JSONRPCRequest, str | None], Awaitable[Answer] | None]
 # Records a refusal of the gate once it was answered on the wire (door.DoorRefusals).
 OnRefusal = Callable[[GateRefusal], Awaitable[None]]
-
-
-class LineTooLong(ValueError):
-    """A request line beyond MAX_LINE_BYTES, as the reader delivers it: its bytes are
-    dropped (up to its newline) and it is answered -32600 with id null, as serve answers
-    one (stdin_lines.py)."""
 
 
 def _stream_like(mode: int) -> bool:

@@ -34,18 +34,24 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from engram_memory import package_version
-from engram_memory.contract.canonical import NonCanonicalValue, nfc, normalize
+from engram_memory.contract.canonical import nfc, normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.envelope import envelope_json, failure_envelope
 from engram_memory.contract.errors import ErrorCode, ProtocolCode, wire_error_message
+from engram_memory.contract.exceptions import (
+    CallerUnavailable,
+    GatewayAuditUnavailable,
+    NonCanonicalValue,
+    UpstreamUnavailable,
+)
 from engram_memory.contract.types import MUTATING_TOOLS, READ_TOOLS, ToolName
 from engram_memory.gateway import confirm
-from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
-from engram_memory.gateway.caller import Caller, CallerUnavailable
+from engram_memory.gateway.audit_log import GatewayAudit
+from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import GatewayConfig
 from engram_memory.gateway.door import CALL_REFUSED, DUPLICATE_ARGUMENT_KEYS_REASON
 from engram_memory.gateway.minting import InvocationMinter
-from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
+from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
     ConfirmationBinding,

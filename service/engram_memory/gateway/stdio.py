@@ -12,7 +12,8 @@ import contextlib
 
 import anyio
 
-from engram_memory.gateway.audit_log import GatewayAudit, GatewayAuditUnavailable
+from engram_memory.contract.exceptions import GatewayAuditUnavailable, UpstreamUnavailable
+from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.caller import Caller, new_stdio_session
 from engram_memory.gateway.config import GatewayConfig, StdioBinding
 from engram_memory.gateway.door import DoorRefusals
@@ -20,7 +21,7 @@ from engram_memory.gateway.fast import FastCalls
 from engram_memory.gateway.os_user import check_os_user as check_os_user
 from engram_memory.gateway.pipes import gateway_stdio
 from engram_memory.gateway.server import build_gateway_server
-from engram_memory.gateway.upstream import Upstream, UpstreamUnavailable
+from engram_memory.gateway.upstream import Upstream
 
 
 def stdio_caller(binding: StdioBinding) -> Caller:

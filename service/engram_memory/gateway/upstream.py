@@ -29,22 +29,13 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from engram_memory.contract.exceptions import UpstreamUnavailable
 from engram_memory.gateway.channel import StdioChannel, child_channel
 from engram_memory.gateway.config import UpstreamConfig
 
 log = logging.getLogger("engram_memory.gateway")
 
 _CONNECTION_CLOSED = (types.CONNECTION_CLOSED, "Connection closed")
-
-
-class UpstreamUnavailable(Exception):
-    """The upstream did not answer. `sent` is True when the request may have reached it
-    (a mutation's outcome is then unknown), False when it certainly did not."""
-
-    def __init__(self, sent: bool, reason: str) -> None:
-        super().__init__(reason)
-        self.sent = sent
-        self.reason = reason
 
 
 @dataclass(eq=False)  # held in a set, by identity

@@ -26,8 +26,9 @@ import unicodedata
 import uuid
 from dataclasses import dataclass
 
+from engram_memory.contract.exceptions import TokenInvalid
 from engram_memory.host.keys import HostKeyring, HostSigningKey
-from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
+from engram_memory.host.tokens import require_str, sign, verify
 
 CONFIRMATION_META_KEY = "engram-memory/confirmation"
 CONFIRMATION_TYP = "engram-confirmation+jwt"

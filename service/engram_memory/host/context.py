@@ -34,10 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.contract.canonical import NonCanonicalValue, nfc
+from engram_memory.contract.canonical import nfc
+from engram_memory.contract.exceptions import NonCanonicalValue, TokenInvalid
 from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
 from engram_memory.host.keys import HostKeyring, HostSigningKey
-from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
+from engram_memory.host.tokens import require_str, sign, verify
 
 INVOCATION_META_KEY = "engram-memory/invocation"
 INVOCATION_TYP = "engram-invocation+jwt"

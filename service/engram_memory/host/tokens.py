@@ -12,20 +12,13 @@ from typing import Any
 
 import jwt
 
+from engram_memory.contract.exceptions import TokenExpired, TokenInvalid
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 
 MAX_TOKEN_LIFETIME_S = 300
 # Clock skew tolerated between host and service for `iat` (a token "from the future").
 CLOCK_SKEW_S = 5
 MAX_TOKEN_BYTES = 8192
-
-
-class TokenInvalid(Exception):
-    """The token is missing, malformed, unsigned, untrusted, expired or mis-bound."""
-
-
-class TokenExpired(TokenInvalid):
-    """A well-formed, trusted token past its `exp` (the audit tells it from a forgery)."""
 
 
 def sign(claims: Mapping[str, Any], signer: HostSigningKey, typ: str) -> str:

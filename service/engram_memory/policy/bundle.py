@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import BundleError
 from engram_memory.policy.engine import BundleIdentity
 
 DOMAINS: tuple[str, ...] = (
@@ -56,10 +56,6 @@ MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MAX_MEMBERS = 10_000
 
 Progress = Callable[[str], None]
-
-
-class BundleError(ConfigurationError):
-    """A bundle cannot be built, read, or does not match its lock."""
 
 
 def sha256_hex(data: bytes) -> str:

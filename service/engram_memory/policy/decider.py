@@ -18,6 +18,8 @@ from pydantic import (
     ValidationError,
 )
 
+from engram_memory.contract.exceptions import PolicyStale, PolicyUnavailable
+
 # The inputs and answers of decisions live in decisions.py; re-exported, since callers take
 # them together with the decider.
 from engram_memory.policy.decisions import (
@@ -50,13 +52,7 @@ from engram_memory.policy.decisions import (
 from engram_memory.policy.decisions import (
     Subject as Subject,
 )
-from engram_memory.policy.engine import (
-    BundleIdentity,
-    EngineAnswer,
-    PolicyEngine,
-    PolicyStale,
-    PolicyUnavailable,
-)
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyEngine
 from engram_memory.policy.receipts import Decision, make_receipt
 from engram_memory.policy.result_shapes import (
     AdmissionShape,

@@ -25,15 +25,15 @@ from typing import Any
 import opapywasm
 from opapywasm import UNDEFINED, OpaWasmPolicy, PolicyConfig
 
+from engram_memory.contract.exceptions import BundleError, PolicyUnavailable
 from engram_memory.policy.bundle import (
     DEFAULT_BUNDLE_DIR,
     WASM_FILE,
-    BundleError,
     bundle_data,
     read_lock,
     verify_bundle,
 )
-from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer
 from engram_memory.policy.signing import VerificationKey, load_signed_bundle
 
 ENGINE_ID = "opa-wasm-embedded"

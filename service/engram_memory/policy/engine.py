@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engram_memory.contract.errors import ErrorCode, ToolError
-
 DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -50,24 +48,6 @@ class EngineAnswer:
 
     result: object
     revision: str
-
-
-class PolicyUnavailable(ToolError):
-    """No usable decision: engine unreachable, timed out, trapped, undefined or malformed.
-
-    Maps to `POLICY_UNAVAILABLE` (retriable). `detail` is for the audit trail only.
-    """
-
-    def __init__(self, detail: str = "") -> None:
-        super().__init__(ErrorCode.POLICY_UNAVAILABLE, detail)
-
-
-class PolicyStale(ToolError):
-    """A decision that is not bound to the bundle (or admission policy, or clock) the
-    service expects. Maps to `POLICY_STALE` (retriable)."""
-
-    def __init__(self, detail: str = "") -> None:
-        super().__init__(ErrorCode.POLICY_STALE, detail)
 
 
 class PolicyEngine(Protocol):

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, verify_bundle
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.factory import open_policy_engine
 from engram_memory.policy.revision_trust import RevisionTrust, SignedRevisionTrust, fetch_bundle

@@ -7,17 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import OpaBinaryNotFound
 
 PINNED_OPA_VERSION = "1.22.4"
 OPA_BIN_ENV = "ENGRAM_OPA_BIN"
 CACHE_OPA_BIN = (
     Path.home() / ".cache" / "engram-memory" / "tools" / f"opa-v{PINNED_OPA_VERSION}" / "opa"
 )
-
-
-class OpaBinaryNotFound(ConfigurationError):
-    """No usable OPA binary at $ENGRAM_OPA_BIN, on PATH, or in the tool cache."""
 
 
 def find_opa_binary() -> Path | None:

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from engram_memory.policy.bundle import BundleError
+from engram_memory.contract.exceptions import BundleError
 
 HASH_ALGORITHM = "SHA-256"
 # Base names OPA parses before hashing (bundle.IsStructuredDoc, minus `.signatures.json`,

@@ -26,8 +26,12 @@ from urllib.parse import urlsplit
 
 from opa_client import OpaClient
 
-from engram_memory.contract.errors import ConfigurationError
-from engram_memory.policy.engine import EngineAnswer, PolicyUnavailable
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    OpaServerStartError,
+    PolicyUnavailable,
+)
+from engram_memory.policy.engine import EngineAnswer
 from engram_memory.policy.opa_binary import require_opa_binary
 
 ENGINE_ID = "opa-server"
@@ -143,10 +147,6 @@ class OpaServerEngine:
             clients, self._clients = self._clients, []
         for client in clients:
             client.close_connection()
-
-
-class OpaServerStartError(ConfigurationError):
-    """`opa run --server` exited or did not become healthy in time."""
 
 
 def _free_port() -> int:

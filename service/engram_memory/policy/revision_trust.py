@@ -33,8 +33,13 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from engram_memory.contract.errors import ConfigurationError, EngramError
-from engram_memory.policy.engine import BundleIdentity, PolicyStale
+from engram_memory.contract.exceptions import (
+    BundleFetchFailed,
+    ConfigurationError,
+    EngramError,
+    PolicyStale,
+)
+from engram_memory.policy.engine import BundleIdentity
 
 log = logging.getLogger("engram_memory.policy")
 
@@ -46,11 +51,6 @@ MAX_BACKOFF_SECONDS = 60.0
 # A policy bundle is small (Rego + compiled YAML); anything larger is refused unread.
 MAX_BUNDLE_BYTES = 32 * 1024 * 1024
 FETCH_TIMEOUT_SECONDS = 5.0
-
-
-class BundleFetchFailed(OSError):
-    """The bundle service did not serve the published bundle (unreachable, timed out, a
-    status other than 200, or larger than `MAX_BUNDLE_BYTES`)."""
 
 
 class RevisionTrust(Protocol):

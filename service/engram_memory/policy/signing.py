@@ -32,13 +32,13 @@ from typing import Any
 
 import jwt
 
+from engram_memory.contract.exceptions import BundleError, BundleSignatureInvalid
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DATA_FILE,
     MANIFEST_FILE,
     SIGNATURES_FILE,
     WASM_FILE,
-    BundleError,
     content_digest,
     tarball_files,
     verify_bundle,
@@ -63,10 +63,6 @@ __all__ = [
 
 WASM_CLAIM = "engram_wasm"
 _ALLOWED_HEADER = frozenset({"alg", "typ", "kid"})
-
-
-class BundleSignatureInvalid(BundleError):
-    """Unsigned, signed by another key or key id, or a file added, removed or changed."""
 
 
 @dataclass(frozen=True)

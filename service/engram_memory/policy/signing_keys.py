@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from engram_memory._internal.private_files import check_trusted_file
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import SigningKeyError
 
 ALGORITHM = "RS256"
 MIN_KEY_BITS = 2048
@@ -28,10 +28,6 @@ SIGNING_KEY_FILE = "bundle-signing.pem"
 VERIFICATION_KEY_FILE = "bundle-verification.pem"
 # Key ids end up in log lines, lock files and OPA configuration keys: keep them plain.
 _KEY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}")
-
-
-class SigningKeyError(ConfigurationError):
-    """A signing or verification key, or a key id, that cannot be used."""
 
 
 @dataclass(frozen=True)

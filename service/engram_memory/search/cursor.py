@@ -19,15 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.contract.canonical import (
-    SAFE_INTEGER_MAX,
-    JsonValue,
-    NonCanonicalValue,
-    canonical_json,
-    normalize,
-)
+from engram_memory.contract.canonical import SAFE_INTEGER_MAX, JsonValue, canonical_json, normalize
 from engram_memory.contract.digests import DIGEST_PATTERN, digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import NonCanonicalValue, ToolError
 from engram_memory.search.receipts import SearchParameters
 
 PROFILES = frozenset({"offline_lexical_v1", "semantic_v1"})

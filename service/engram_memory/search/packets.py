@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 
 
 def packet_budget(max_packet_bytes: int, redaction_byte_cap: int | None) -> int:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from engram_memory.contract.exceptions import IndexInconsistent
 from engram_memory.search.columns import (
     FIELD_INDEX,
     FIELD_SHIFT,
@@ -42,11 +43,6 @@ from engram_memory.search.fields import FIELD_NAMES
 
 # Evaluate every record instead of correcting A when more than this share are exceptions.
 EXCEPTION_SHARE = 0.25
-
-
-class IndexInconsistent(Exception):
-    """The changes do not fit the index (a programming error or an unknown commit outcome):
-    the owner stops using it until it is rebuilt from the store."""
 
 
 @dataclass(frozen=True)

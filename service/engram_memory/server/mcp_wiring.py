@@ -38,7 +38,8 @@ from pydantic import ValidationError
 
 from engram_memory import package_version
 from engram_memory.contract.envelope import envelope_json
-from engram_memory.contract.errors import ProtocolCode, ProtocolRefusal, wire_error_message
+from engram_memory.contract.errors import ProtocolCode, wire_error_message
+from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.contract.schemas import ToolSpec
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY

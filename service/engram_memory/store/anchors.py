@@ -34,25 +34,22 @@ from pathlib import Path
 
 from engram_memory._internal.durable_files import fsync_directory
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.errors import EngramError, StoreBehindAnchor
-from engram_memory.store.database import (
+from engram_memory.contract.exceptions import (
+    AnchorInvalid,
     CommitOutcomeUnknown,
-    Database,
+    StoreBehindAnchor,
     StoreUnavailable,
-    Transaction,
-    load_queries,
 )
+from engram_memory.store.connection import load_queries
+from engram_memory.store.database import Database
 from engram_memory.store.heads import ChainHeads
+from engram_memory.store.transaction import Transaction
 
 ANCHOR_STEM = "anchor"  # <data>/anchor.a.json and <data>/anchor.b.json
 _PAGE = 4096
 _FORMAT = "engram-head-anchor-v1"
 _Q = load_queries("engram_memory.store.sql", "anchors.sql")
 log = logging.getLogger("engram_memory.store")
-
-
-class AnchorInvalid(EngramError):
-    """No anchor slot is intact and authentic (tampered, or made under another root)."""
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import AuditChainBroken
 from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "audit.sql")
 _COLUMNS = (
@@ -55,10 +56,6 @@ _STREAM_DEFAULTS: dict[str, JsonValue] = {
     "last_at": "",
 }
 _STREAM_COLUMNS = tuple(_STREAM_DEFAULTS)
-
-
-class AuditChainBroken(EngramError):
-    """A gap, broken link, wrong hash, or a receipt that does not re-derive."""
 
 
 @dataclass(frozen=True)

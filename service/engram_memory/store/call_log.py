@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engram_memory._internal.durable_files import fsync_directory, shred
-from engram_memory.store.errors import StoreCorrupt, StoreUnavailable
+from engram_memory.contract.exceptions import StoreCorrupt, StoreUnavailable
 
 log = logging.getLogger("engram_memory.store")
 

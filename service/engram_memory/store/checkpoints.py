@@ -10,7 +10,8 @@ from pathlib import Path
 
 import duckdb
 
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "checkpoints.sql")
 

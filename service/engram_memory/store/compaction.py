@@ -7,22 +7,31 @@ is crash-safe: the store file is at every moment either the old or the complete 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import duckdb
 
 from engram_memory._internal.durable_files import fsync_directory, fsync_path, shred
 from engram_memory._internal.private_files import make_private
-from engram_memory.store.database import COMPACT_SUFFIX, RETIRED_SUFFIX, StoreUnavailable
-
-if TYPE_CHECKING:
-    from engram_memory.store.database import Database
+from engram_memory.contract.exceptions import StoreUnavailable
+from engram_memory.store.connection import COMPACT_SUFFIX, RETIRED_SUFFIX
 
 
-def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> tuple[int, int]:
-    """The body of `Database.compact` (the caller holds the database lock)."""
-    path = database.path
+def compact_store(
+    connection: duckdb.DuckDBPyConnection,
+    path: Path,
+    driver_failure: Callable[[duckdb.Error, str], StoreUnavailable],
+    *,
+    reconnect: Callable[[], None],
+) -> tuple[int, int]:
+    """The body of `Database.compact` (the caller holds the database lock): copy, close
+    `connection`, swap, `reconnect` (the store opens the new file), shred the old one.
+
+    Raises:
+        StoreUnavailable: the copy or the swap failed (the old file still serves).
+    """
     fresh = path.with_name(path.name + COMPACT_SUFFIX)
     retired = path.with_name(path.name + RETIRED_SUFFIX)
     for leftover in (fresh, retired, fresh.with_name(fresh.name + ".wal")):
@@ -41,7 +50,7 @@ def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> 
         with suppress(duckdb.Error):
             connection.execute("DETACH DATABASE IF EXISTS engram_compacted")
         shred(fresh)
-        raise database.driver_failure(exc, "compaction copy failed") from exc
+        raise driver_failure(exc, "compaction copy failed") from exc
     try:
         connection.close()
         make_private(fresh)  # DuckDB created it under the process umask; it becomes the store
@@ -52,9 +61,9 @@ def compact_store(database: Database, connection: duckdb.DuckDBPyConnection) -> 
         os.replace(fresh, path)
         fsync_directory(path.parent)
     except (duckdb.Error, OSError) as exc:
-        database._reconnect()
+        reconnect()
         raise StoreUnavailable("compaction swap failed") from exc
-    database._reconnect()
+    reconnect()
     if not shred(retired):
         raise StoreUnavailable("the old store file could not be shredded")
     return before, path.stat().st_size

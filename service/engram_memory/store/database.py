@@ -16,16 +16,22 @@ transaction returns, so every acknowledged write is covered.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from importlib import resources
 from pathlib import Path
 
 import duckdb
 
 from engram_memory._internal.private_files import make_private, make_private_directory
+from engram_memory.contract.exceptions import (
+    CommitOutcomeUnknown,
+    StoreCorrupt,
+    StoreOpenFailed,
+    StoreUnavailable,
+)
+from engram_memory.store.compaction import compact_store
+from engram_memory.store.connection import DATABASE_FILE, connect, load_queries
 from engram_memory.store.deferred import DeferredWork, Work
 from engram_memory.store.driver_errors import (
     DriverFailure,
@@ -33,33 +39,16 @@ from engram_memory.store.driver_errors import (
     describe_open_failure,
     diagnose_open,
 )
-from engram_memory.store.errors import CommitOutcomeUnknown as CommitOutcomeUnknown
-from engram_memory.store.errors import StoreCorrupt as StoreCorrupt
-from engram_memory.store.errors import StoreOpenFailed as StoreOpenFailed
-from engram_memory.store.errors import StoreUnavailable as StoreUnavailable
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.index_changes import IndexCommits
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
-from engram_memory.store.schema import SCHEMA_VERSION as SCHEMA_VERSION
-from engram_memory.store.schema import StoreVersionSkew as StoreVersionSkew
 from engram_memory.store.schema import apply_migrations, check_version
-from engram_memory.store.transaction import Transaction as Transaction
+from engram_memory.store.side_writes import side_transaction
+from engram_memory.store.snapshot import copied_on_exit
+from engram_memory.store.transaction import Transaction
 
-DATABASE_FILE = "engram.duckdb"
-COMPACT_SUFFIX = ".compacting"  # store/compaction.py: the fresh copy, then the old file
-RETIRED_SUFFIX = ".retired"
-_QUERY_MARKER = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 log = logging.getLogger("engram_memory.store")
-
-
-def load_queries(package: str, filename: str) -> dict[str, str]:
-    """Named statements from a `.sql` file (`-- name: x` precedes each statement)."""
-    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    parts = _QUERY_MARKER.split(text)
-    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
-
-
 _HEADS = load_queries("engram_memory.store.sql", "heads.sql")
 
 
@@ -157,7 +146,7 @@ class Database:
                 raise NotADirectoryError(str(data_dir))
             make_private_directory(data_dir)  # parents too, whatever the umask
             created = not path.exists()
-            connection = _configured(duckdb.connect(str(path), read_only=read_only))
+            connection = connect(path, read_only=read_only)
         except (duckdb.Error, OSError) as exc:
             failure, holder = diagnose_open(exc)
             raise StoreOpenFailed(failure, describe_open_failure(path, failure, holder)) from exc
@@ -318,8 +307,6 @@ class Database:
         Raises:
             StoreCorrupt / StoreUnavailable: see `side_writes.side_transaction`.
         """
-        from engram_memory.store.side_writes import side_transaction
-
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()
@@ -341,8 +328,6 @@ class Database:
             StoreUnavailable: the snapshot or its copy failed (`target` is the caller's to
                 shred).
         """
-        from engram_memory.store.snapshot import copied_on_exit
-
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()  # before the snapshot begins: never more than it holds
@@ -368,17 +353,17 @@ class Database:
         Raises:
             StoreUnavailable: the copy or the swap failed (the old file still serves).
         """
-        from engram_memory.store.compaction import compact_store
-
         with self._lock, self._readers.exclusive():
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
-            return compact_store(self, self._connection)
+            return compact_store(
+                self._connection, self.path, self.driver_failure, reconnect=self._reconnect
+            )
 
     def _reconnect(self) -> None:
         """Open the (new) store file again after `compact_store` closed the connection."""
         try:
-            self._connection = _configured(duckdb.connect(str(self.path)))
+            self._connection = connect(self.path)
         except duckdb.Error as exc:
             raise self.driver_failure(exc, "cannot reopen the store file") from exc
 
@@ -391,15 +376,3 @@ class Database:
                 self._connection.execute("CHECKPOINT")
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "checkpoint failed") from exc
-
-
-def _configured(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """One execution thread per statement: the service runs short point statements from many
-    calls at once, where DuckDB's intra-query workers only add hand-offs (measured ~15-20 %
-    more time per call on 2 cores); concurrent calls still run on their own threads.
-
-    Raises:
-        duckdb.Error: the setting was refused.
-    """
-    connection.execute("SET threads = 1")
-    return connection

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import duckdb
 
+from engram_memory.contract.exceptions import OpenFailure
+
 # Substrings of DuckDB 2.x messages, lower-cased. "invalidated": DuckDB refuses every later
 # statement after a fatal error; "corrupt"/"checksum": a block failed its checksum.
 _DAMAGE_MARKERS = ("database has been invalidated", "corrupt", "checksum")
@@ -42,14 +44,6 @@ def classify(exc: BaseException) -> DriverFailure:
     if any(marker in text for marker in _NO_SPACE_MARKERS):
         return DriverFailure.NO_SPACE
     return DriverFailure.TRANSIENT
-
-
-class OpenFailure(Enum):
-    HELD = "held by another process"
-    NOT_A_STORE = "not a store"
-    DAMAGED = "damaged"
-    NOT_A_DIRECTORY = "not a directory"
-    OTHER = "unreadable"
 
 
 def diagnose_open(exc: BaseException) -> tuple[OpenFailure, int | None]:

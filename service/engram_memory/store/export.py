@@ -18,9 +18,10 @@ from pathlib import Path
 
 from engram_memory._internal.private_files import FILE_MODE, make_private, make_private_directory
 from engram_memory.contract.canonical import JsonValue, canonical_text
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
 from engram_memory.store.export_chain import MANIFEST_FILE as MANIFEST_FILE
 from engram_memory.store.export_chain import ExportRange
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "export.sql")
 

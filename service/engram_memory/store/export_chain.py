@@ -22,18 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ConfigurationError, EngramError
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.contract.exceptions import ConfigurationError, ExportChainBroken
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "export.sql")
 MANIFEST_FILE = "manifest.json"
 # The manifest names at most this many bytes; anything larger is not one of ours.
 _MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-
-
-class ExportChainBroken(EngramError):
-    """The store no longer extends the previous export (rewritten or truncated since), or an
-    increment does not link to its predecessor."""
 
 
 @dataclass(frozen=True)

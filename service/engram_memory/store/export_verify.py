@@ -23,9 +23,10 @@ import duckdb
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
+from engram_memory.contract.exceptions import ExportChainBroken
 from engram_memory.contract.receipts import receipt_digest_of
 from engram_memory.store.audit import entry_hash_of_columns
-from engram_memory.store.export_chain import MANIFEST_FILE, ExportChainBroken, PreviousExport
+from engram_memory.store.export_chain import MANIFEST_FILE, PreviousExport
 
 # Instants are exported as TIMESTAMP; hashes are over the contract's text form.
 _INSTANT = "strftime({0}, '%Y-%m-%dT%H:%M:%S.%gZ')"

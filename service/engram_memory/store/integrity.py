@@ -7,7 +7,8 @@ it. Reading every column of every row of every table makes DuckDB check them all
 
 from __future__ import annotations
 
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "integrity.sql")
 

@@ -7,7 +7,8 @@ and chain heads are what an auditor pins.
 from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "inventory.sql")
 

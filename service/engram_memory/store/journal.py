@@ -12,18 +12,11 @@ from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue, canonical_text
 from engram_memory.contract.digests import ZERO_DIGEST, digest
-from engram_memory.contract.errors import EngramError
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.contract.exceptions import JournalCorrupt, JournalIntentConflict
+from engram_memory.store.connection import load_queries
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "journal.sql")
-
-
-class JournalCorrupt(EngramError):
-    """A gap, a broken link or a malformed event; maps to JOURNAL_CORRUPT / CURSOR_GAP."""
-
-
-class JournalIntentConflict(EngramError):
-    """An event id already exists with a different intent; maps to DIGEST_CONFLICT."""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
 from engram_memory.store.index_changes import (
     DocumentIndexed,
     DocumentPurged,
@@ -19,6 +19,7 @@ from engram_memory.store.index_changes import (
     RecordAdmitted,
     RecordStateSet,
 )
+from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "memory.sql")
 

@@ -11,16 +11,12 @@ import re
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from engram_memory.contract.errors import EngramError
+from engram_memory.contract.exceptions import StoreVersionSkew
 
 if TYPE_CHECKING:
     from engram_memory.store.transaction import Transaction
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-
-class StoreVersionSkew(EngramError):
-    """The file was written by a newer (or foreign) schema; the service refuses to start."""
 
 
 def _migrations() -> list[tuple[int, str, str]]:

@@ -19,24 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING
 
 import duckdb
 
 from engram_memory.store import memory
-from engram_memory.store.database import Transaction, load_queries
+from engram_memory.store.connection import load_queries
 from engram_memory.store.heads import ChainHeads
 from engram_memory.store.readers import ReaderPool
-
-if TYPE_CHECKING:
-    from engram_memory.store.database import Database
+from engram_memory.store.transaction import Owner, Transaction
 
 _Q = load_queries("engram_memory.store.sql", "side_writes.sql")
 
 
 @contextmanager
 def side_transaction(
-    database: Database, pool: ReaderPool, heads: ChainHeads, generation: int
+    database: Owner, pool: ReaderPool, heads: ChainHeads, generation: int
 ) -> Iterator[Transaction]:
     """The body of `Database.side_write`: commits on exit, rolls back on any exception.
 

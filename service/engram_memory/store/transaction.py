@@ -8,15 +8,25 @@ write.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import duckdb
 
+from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.store.heads import ChainHeads, Head
 from engram_memory.store.index_changes import IndexChange
 
-if TYPE_CHECKING:
-    from engram_memory.store.database import Database
+
+class Owner(Protocol):
+    """What a transaction needs of the store that opened it (`Database` is the one)."""
+
+    def driver_failure(self, exc: duckdb.Error | OSError, what: str) -> StoreUnavailable:
+        """The exception to raise for a driver failure (a damaged file stops the store)."""
+        ...
+
+    def written_since(self, key: str, generation: int) -> bool:
+        """False only if `key` was certainly not committed after `generation`."""
+        ...
 
 
 class Transaction:
@@ -28,7 +38,7 @@ class Transaction:
 
     def __init__(
         self,
-        database: Database,
+        database: Owner,
         connection: duckdb.DuckDBPyConnection,
         heads: ChainHeads,
         generation: int,
@@ -90,10 +100,7 @@ class Transaction:
 
     def _will_write(self) -> None:
         if not self._writable:
-            # A programming error, never an outcome: a snapshot must not write. (Imported
-            # here: database.py defines the store's errors and imports this module.)
-            from engram_memory.store.database import StoreUnavailable
-
+            # A programming error, never an outcome: a snapshot must not write.
             raise StoreUnavailable("write attempted in a read snapshot")
         if not self.wrote:
             self.wrote = True

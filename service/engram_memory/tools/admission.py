@@ -7,7 +7,8 @@ from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest, with_digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant
 from engram_memory.core import forgotten, indexing, item_keys, steps
@@ -17,7 +18,7 @@ from engram_memory.core.mutation import Index, Written, commit, commit_new_item
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
 from engram_memory.store import memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 # The audit detail of an admission the policy (or the forget guard) held for adjudication.
 HELD_FOR_ADJUDICATION = "held for adjudication"

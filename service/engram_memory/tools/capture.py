@@ -19,7 +19,8 @@ from engram_memory.contract.digests import (
     one_way_ref,
     payload_digest,
 )
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.inputs import check_capture_time_rules
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.contract.types import format_instant, parse_instant
@@ -30,7 +31,7 @@ from engram_memory.core.records import asserted_trust, build_record, effective_p
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 
 def _resolve_retention(

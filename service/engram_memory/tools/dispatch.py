@@ -21,11 +21,15 @@ from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.envelope import failure_envelope, success_envelope
-from engram_memory.contract.errors import (
+from engram_memory.contract.errors import ErrorCode, ProtocolCode
+from engram_memory.contract.exceptions import (
     ConfigurationError,
-    ErrorCode,
-    ProtocolCode,
+    PolicyStale,
+    PolicyUnavailable,
     ProtocolRefusal,
+    StoreUnavailable,
+    TokenExpired,
+    TokenInvalid,
     ToolError,
 )
 from engram_memory.contract.parsing import (
@@ -48,11 +52,8 @@ from engram_memory.core.replay_guard import AuditIdGuard, kept_until_ms
 from engram_memory.core.revision_audit import RevisionChangeRecorder
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.host.context import InvocationContext, verify_invocation
-from engram_memory.host.tokens import TokenExpired, TokenInvalid
 from engram_memory.policy.decider import DiscoveryResult
-from engram_memory.policy.engine import PolicyStale, PolicyUnavailable
 from engram_memory.store import audit as audit_store
-from engram_memory.store.database import StoreUnavailable
 from engram_memory.tools import admission, capture, get, lifecycle, search
 
 log = logging.getLogger("engram_memory.calls")

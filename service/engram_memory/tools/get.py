@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.digests import digest, with_digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome

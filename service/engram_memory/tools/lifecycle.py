@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.lifecycle import next_state
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import forgotten, indexing, item_keys, steps
@@ -19,8 +20,8 @@ from engram_memory.core.mutation import Written, commit
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.store import journal, key_intents, memory
-from engram_memory.store.database import Transaction
 from engram_memory.store.forgotten import ContentDigests
+from engram_memory.store.transaction import Transaction
 
 # Every projection a forget must purge; the coverage receipt names them.
 PROJECTIONS = ("lexical_index",)

@@ -11,7 +11,7 @@ from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
 from engram_memory.search.redaction import redact, redaction_receipt_digest
 from engram_memory.store import journal, memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from typing import Any
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.digests import digest
 from engram_memory.contract.envelope import success_envelope
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import indexing, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
@@ -38,7 +39,7 @@ from engram_memory.search.receipts import (
     search_output,
 )
 from engram_memory.store import journal
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
 

@@ -12,7 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.errors import ErrorCode, ToolError
+from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ToolError
 from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.runtime import CallContext
@@ -21,7 +22,7 @@ from engram_memory.search.index_ranking import RankedList
 from engram_memory.search.ranking import CorpusStatistics, RankDocument, rank_from_statistics
 from engram_memory.search.scope_index import EligibleStatistics
 from engram_memory.store import memory
-from engram_memory.store.database import Transaction
+from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 
 log = logging.getLogger("engram_memory.search")

@@ -26,10 +26,10 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engram_memory.contract.exceptions import RequestTooLarge, TokenInvalid
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
 from engram_memory.host.context import INVOCATION_META_KEY, verify_invocation
 from engram_memory.host.keys import HostKeyring
-from engram_memory.host.tokens import TokenInvalid
 from engram_memory.transport.http_sessions import Expiry, Session, SessionTable
 from engram_memory.transport.http_settings import HttpSettings
 
@@ -42,14 +42,6 @@ _TOO_LARGE = (413, -32600, "Request too large")
 _SESSION_LIMIT = (503, -32000, "Too many open sessions")
 # Refusals are audited off the event loop, a few at a time: a flood waits, serving does not.
 _AUDIT_LIMIT = anyio.CapacityLimiter(2)
-
-
-class _Disconnected(Exception):
-    """The client went away before its request was complete."""
-
-
-class _TooLarge(Exception):
-    """The request body is larger than allowed."""
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -121,12 +113,12 @@ class TransportGuard:
             return
         try:
             body = await self._read_body(scope, receive)
-        except _Disconnected:
-            return  # nobody to answer; http_protocol.py logged the one line
-        except _TooLarge:
+        except RequestTooLarge:
             await _answer(send, *_TOO_LARGE, close=True)
             await self._audit(scope, RefusalReason.REQUEST_TOO_LARGE)
             return
+        if body is None:
+            return  # the client went away: nobody to answer; http_protocol.py logged the line
         replay = _replaying(body, receive)
         session_id = _header(scope, SESSION_HEADER)
         if session_id is not None:
@@ -137,21 +129,26 @@ class TransportGuard:
         else:
             await self._serve_without_session(scope, replay, send)
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | None:
+        """The whole body, or None when the client went away before it was complete.
+
+        Raises:
+            RequestTooLarge: declared or sent beyond the limit.
+        """
         declared = _header(scope, b"content-length")
         limit = self._settings.max_request_bytes
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise _TooLarge
+            raise RequestTooLarge
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _Disconnected
+                return None
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
             if size > limit:
-                raise _TooLarge
+                raise RequestTooLarge
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)

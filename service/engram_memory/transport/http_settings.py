@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engram_memory._internal.config_values import boolean as _bool
 from engram_memory._internal.config_values import flag_or_env as _flag_or_env
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import ConfigurationError
 
 # SPEC caps an argument object at 1 MiB in compact JCS form; the raw request may escape
 # non-ASCII characters (up to 12 bytes for one 4-byte character) and carries the tokens.

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engram_memory.contract.canonical import canonical_json
+from engram_memory.contract.exceptions import BundleError
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.authoring.tenant_tests import describe_report, run_policy_tests
 from engram_memory.policy.bundle import (
@@ -24,7 +25,6 @@ from engram_memory.policy.bundle import (
     LOCK_FORMAT,
     MANIFEST_FILE,
     WASM_FILE,
-    BundleError,
     Progress,
     file_list,
     identity_for,

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from engram_memory.contract.exceptions import CallError, PolicyUnavailable
 from engram_memory.contract.types import READ_TOOLS, ToolName, one_of, parse_instant
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
@@ -31,7 +32,7 @@ from engram_memory.policy.decider import (
     PolicyDecider,
     Subject,
 )
-from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity, EngineAnswer
 
 MAINTENANCE = "maintenance"
 DOMAIN_OF_PATH = {
@@ -64,14 +65,6 @@ Ref = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 # The six tools and `maintenance`, one check so a typo gets one line.
 CallTool = Annotated[str, one_of(*ToolName, MAINTENANCE)]
 GroupRef = Annotated[str, StringConstraints(pattern=r"^group:.+$", max_length=256)]
-
-
-class CallError(ValueError):
-    """A binding or call document is malformed; `problems` holds one line per problem."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(problems))
 
 
 class _Strict(BaseModel):

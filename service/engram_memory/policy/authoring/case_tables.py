@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory._internal.yaml_source import YamlSource, read_yaml
+from engram_memory.contract.exceptions import CallError, PolicyDataError
 from engram_memory.policy.authoring.calls import (
     EXPECTABLE,
     Binding,
-    CallError,
     PolicyQuery,
     ToolCall,
     parse_binding,
@@ -37,7 +37,6 @@ from engram_memory.policy.authoring.calls import (
     plan_call,
     summarize,
 )
-from engram_memory.policy.authoring.data import PolicyDataError
 
 _CASE_KEYS = frozenset({"name", "binding", "call", "expect"})
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import PolicyDataError
 from engram_memory.contract.groups import GROUP_PREFIX, is_group_ref
 from engram_memory.contract.types import SELECTABLE_CONFIRMED_TOOLS, ToolNameText, one_of
 
@@ -229,15 +229,6 @@ class TenantPolicy(_Model):
     retention: Retention | None = None
     never_store: NeverStore | None = None
     workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
-
-
-class PolicyDataError(ConfigurationError):
-    """Policy data is unusable. `problems` holds one `<file>:<line>: <path>: <message>` line
-    per problem; `str()` joins them."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(self.problems))
 
 
 def _check_roles(

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from engram_memory.contract.exceptions import BundleError
 from engram_memory.policy.authoring.build import build_bundle, compute_identity
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
@@ -16,7 +17,6 @@ from engram_memory.policy.bundle import (
     DEFAULT_LABEL,
     LOCK_FILE,
     WASM_FILE,
-    BundleError,
     Progress,
     load_bundle_identity,
     verify_bundle,

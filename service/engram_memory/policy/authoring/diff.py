@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from engram_memory.contract.exceptions import BundleError, PolicyUnavailable
 from engram_memory.policy.authoring.build import build_bundle
 from engram_memory.policy.authoring.data_diff import DataChange, diff_data
 from engram_memory.policy.authoring.decision_corpus import Call, generate_calls
@@ -30,12 +31,11 @@ from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     DATA_FILE,
     LOCK_FILE,
-    BundleError,
     read_tarball,
     verify_bundle,
 )
 from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.policy.engine import BundleIdentity, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity
 
 Progress = Callable[[str], None]
 SideKind = Literal["bundle", "source tree"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engram_memory.contract.exceptions import PolicyUnavailable
 from engram_memory.policy.authoring.calls import (
     Binding,
     PolicyQuery,
@@ -20,7 +21,7 @@ from engram_memory.policy.authoring.calls import (
     summarize,
 )
 from engram_memory.policy.authoring.source_map import DataPath, SourceMap
-from engram_memory.policy.engine import BundleIdentity, PolicyEngine, PolicyUnavailable
+from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 
 _RETENTION_KEYS = {
     "ceiling_ms": "retention ceiling",

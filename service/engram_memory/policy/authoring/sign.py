@@ -12,12 +12,12 @@ from pathlib import Path
 
 import jwt
 
+from engram_memory.contract.exceptions import BundleError
 from engram_memory.policy.bundle import (
     BUNDLE_FILE,
     LOCK_FILE,
     SIGNATURES_FILE,
     WASM_FILE,
-    BundleError,
     read_lock,
     sha256_hex,
     tarball_files,

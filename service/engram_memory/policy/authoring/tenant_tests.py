@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.errors import ConfigurationError
+from engram_memory.contract.exceptions import PolicyTestError
 from engram_memory.policy.authoring.calls import DOMAIN_OF_PATH
 from engram_memory.policy.authoring.case_tables import TestCase, load_cases, mismatches
 from engram_memory.policy.authoring.data_compiler import compile_policies
@@ -31,10 +31,6 @@ from engram_memory.policy.opa_binary import require_opa_binary
 Progress = Callable[[str], None]
 _QUERIES_KEY = "engram_policy_test_queries"
 _RUNNER_PACKAGE = "engram_policy_test_runner"
-
-
-class PolicyTestError(ConfigurationError):
-    """The tests cannot run: OPA missing or refusing the modules, unreadable output."""
 
 
 @dataclass(frozen=True)
