@@ -114,14 +114,6 @@ class _Segment:
     last: int  # sequence of its last durable record (first - 1 while empty)
 
 
-class _Torn(Exception):
-    """The frame at `offset` of the last segment was never completely written."""
-
-    def __init__(self, offset: int) -> None:
-        super().__init__(offset)
-        self.offset = offset
-
-
 class SegmentLog:
     """Local segment files with group commit (see the module docstring)."""
 
@@ -180,50 +172,50 @@ class SegmentLog:
             raise StoreCorrupt(f"call log: segment {path.name} header fails its check")
         if path.name != f"{first:020d}{_SUFFIX}" or (chain is not None and before != chain):
             raise StoreCorrupt(f"call log: segment {path.name} does not continue the chain")
-        last, chain = first - 1, before
-        try:
-            for position in self._frames(data, first - 1, before):
-                last, chain = position
-        except _Torn as torn:
+        last, chain, torn = self._frames(data, first - 1, before)
+        if torn is not None:
             if not last_segment:
-                raise StoreCorrupt(f"call log: segment {path.name} is damaged") from None
+                raise StoreCorrupt(f"call log: segment {path.name} is damaged")
             log.warning(
                 "call log: cut a torn final record at %s offset %d (%d bytes, never acknowledged)",
                 path.name,
-                torn.offset,
-                len(data) - torn.offset,
+                torn,
+                len(data) - torn,
             )
             with open(path, "r+b") as handle:
-                handle.truncate(torn.offset)
+                handle.truncate(torn)
                 os.fsync(handle.fileno())
         return _Segment(path, first, before, last), chain
 
-    def _frames(self, data: bytes, sequence: int, chain: bytes) -> Iterator[tuple[int, bytes]]:
-        """(sequence, chain) after each frame of a segment's bytes.
+    def _frames(self, data: bytes, sequence: int, chain: bytes) -> tuple[int, bytes, int | None]:
+        """Check a segment's frames; return (last sequence, chain after it, offset of a torn
+        final frame or None).
+
+        A frame is torn when the bytes end inside it, when only zeros follow the last good
+        frame, or when its payload ends in zeros where a write never landed.
 
         Raises:
-            _Torn: the bytes end inside the last frame, or after it with zeros only.
             StoreCorrupt: a frame fails its check anywhere else.
         """
         offset, end = _SEGMENT_HEADER.size, len(data)
         while offset < end:
             if end - offset < _FRAME_HEADER.size:
-                raise _Torn(offset)
+                return sequence, chain, offset
             length, number, stored, crc = _FRAME_HEADER.unpack_from(data, offset)
             if zlib.crc32(data[offset : offset + _FRAME_HEADER.size - 4]) != crc:
                 if not any(data[offset:]):  # zeros a crash left after the last write
-                    raise _Torn(offset)
+                    return sequence, chain, offset
                 raise StoreCorrupt(f"call log: the record after {sequence} fails its check")
             body_end = offset + _FRAME_HEADER.size + length
             if body_end > end:
-                raise _Torn(offset)
+                return sequence, chain, offset
             payload = data[offset + _FRAME_HEADER.size : body_end]
             if number != sequence + 1 or chain_after(self._key, chain, number, payload) != stored:
                 if body_end == end and number == sequence + 1 and _zero_tail(payload):
-                    raise _Torn(offset)  # the file grew, but the payload was never all written
+                    return sequence, chain, offset  # the file grew; the payload never landed
                 raise StoreCorrupt(f"call log: record {sequence + 1} fails its check")
             sequence, chain, offset = number, stored, body_end
-            yield sequence, chain
+        return sequence, chain, None
 
     def _new_segment(self, first: int, chain_before: bytes) -> _Segment:
         path = self._dir / f"{first:020d}{_SUFFIX}"
