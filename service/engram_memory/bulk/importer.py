@@ -46,7 +46,6 @@ from engram_memory.tools.dispatch import parse_call
 CAPTURE = "engram_memory_capture"
 ADMIT = "engram_memory_request_admission"
 IMPORT_HOST = "host:import"
-DEFAULT_BATCH = 500
 Progress = Callable[[str], None]
 
 

@@ -290,5 +290,3 @@ def _add_http_flags(serve: argparse.ArgumentParser) -> None:
         help="serve plain HTTP on a non-loopback --host, tokens in clear "
         "(env ENGRAM_INSECURE_NO_TLS=true; default: off)",
     )
-
-

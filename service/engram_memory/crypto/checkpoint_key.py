@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from engram_memory.contract.errors import ConfigurationError
 
 ALGORITHM = "Ed25519"
+# Where a verifier finds the checkpoint public key it kept (flags say so in their help).
+PUBLIC_KEY_VARIABLE = "ENGRAM_CHECKPOINT_PUBLIC_KEY"
 
 
 def key_id_of(public_key: Ed25519PublicKey) -> str:
