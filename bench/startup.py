@@ -7,8 +7,8 @@ client speaks). The floor, measured in the same run: `python -c pass` and `pytho
 mcp"` (the SDK `serve` cannot do without). With `--before DIR` every case also runs against
 another tree's `service/` (the CLI through `PYTHONPATH`, same interpreter and dependencies),
 interleaved run by run with this tree, so before and after share the sitting and its load;
-that tree's bytecode is cached under the run's temporary directory (it is not ours to write
-into). One unmeasured pass first compiles and warms every case.
+that tree is copied into the run's temporary directory first, where its bytecode is cached
+(it is not ours to write into). One unmeasured pass first compiles and warms every case.
 
     .venv/bin/python -m bench.startup --runs 10 --before /work/baseline/service
     .venv/bin/python -m bench.startup --tiny --out /tmp/startup    # CI smoke: one run each
@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 from bench.report import RESULTS, box_plot, machine, machine_load
@@ -53,14 +56,15 @@ def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-_PYCACHE: dict[Path, str] = {}  # a tree other than ours -> where its bytecode is cached
-
-
 def _env(tree: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(tree), **(extra or {})}
-    if tree in _PYCACHE:
-        env["PYTHONPYCACHEPREFIX"] = _PYCACHE[tree]
-    return env
+    return {**os.environ, "PYTHONPATH": str(tree), **(extra or {})}
+
+
+def _children_cpu_ms() -> float:
+    """CPU (user + system) of every waited-for child so far: less swayed by the load than
+    wall time, since a process waiting for a core uses none."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def _timed_run(argv: Sequence[str], env: Mapping[str, str]) -> float:
@@ -114,35 +118,48 @@ def _secrets(root: Path) -> dict[str, str]:
     }
 
 
+Series = dict[str, dict[str, list[float]]]
+
+
 def measure(
     runs: int, trees: Mapping[str, Path], groups: Sequence[str], work: Path
-) -> dict[str, dict[str, list[float]]]:
-    """series[group][case] = milliseconds, `runs` samples each, trees interleaved per run."""
+) -> tuple[Series, Series]:
+    """(wall, cpu): series[group][case] = milliseconds, `runs` samples each, trees interleaved
+    per run. A serve's CPU includes its stop after the answer."""
     python = sys.executable
     secrets = _secrets(work / "secrets")
-    series: dict[str, dict[str, list[float]]] = {"floor": {}, "--help": {}, "serve": {}}
+    series: Series = {"floor": {}, "--help": {}, "serve": {}}
+    cpu: Series = {group: {} for group in series}
 
-    def add(group: str, case: str, value: float) -> None:
-        series[group].setdefault(case, []).append(round(value, 2))
+    def add(group: str, case: str, timed: Callable[[], float]) -> None:
+        before = _children_cpu_ms()
+        wall = timed()
+        cpu[group].setdefault(case, []).append(round(_children_cpu_ms() - before, 2))
+        series[group].setdefault(case, []).append(round(wall, 2))
 
-    for tree in trees.values():
-        if tree != TREE:
-            _PYCACHE[tree] = str(work / "pycache")
     for run in range(-1, runs):  # run -1: the warm-up, not recorded
         if run == 0:
-            series = {group: {} for group in series}
-        add("floor", "python -c pass", _timed_run([python, "-c", "pass"], os.environ))
-        add("floor", "python -c 'import mcp'", _timed_run([python, "-c", "import mcp"], os.environ))
+            for recorded in (series, cpu):
+                for rows in recorded.values():
+                    rows.clear()
+        add("floor", "python -c pass", lambda: _timed_run([python, "-c", "pass"], os.environ))
+        add(
+            "floor",
+            "python -c 'import mcp'",
+            lambda: _timed_run([python, "-c", "import mcp"], os.environ),
+        )
         for label, tree in trees.items():
             cli = [python, "-m", "engram_memory.cli"]
-            add("--help", f"{label}: --help", _timed_run([*cli, "--help"], _env(tree)))
+            env = _env(tree)
+            add("--help", f"{label}: --help", partial(_timed_run, [*cli, "--help"], env))
             for group in groups:
                 argv = [*cli, group, "--help"]
-                add("--help", f"{label}: {group} --help", _timed_run(argv, _env(tree)))
+                add("--help", f"{label}: {group} --help", partial(_timed_run, argv, env))
             data_dir = work / f"data-{label}-{run}"
-            add("serve", f"{label}: initialize", _initialize_ms(tree, secrets, data_dir))
+            initialize = partial(_initialize_ms, tree, secrets, data_dir)
+            add("serve", f"{label}: initialize", initialize)
         _progress(f"run {run + 1}/{runs} done ({machine_load()})" if run >= 0 else "warmed up")
-    return series
+    return series, cpu
 
 
 def _summary(samples: Sequence[float]) -> dict[str, float]:
@@ -166,6 +183,7 @@ def _goal(case: str) -> int | None:
 
 def write_results(
     series: Mapping[str, Mapping[str, Sequence[float]]],
+    cpu: Mapping[str, Mapping[str, Sequence[float]]],
     command: str,
     loads: Sequence[str],
     out: Path,
@@ -174,9 +192,13 @@ def write_results(
     out.mkdir(parents=True, exist_ok=True)
     meta = machine()
     summary = {g: {c: _summary(s) for c, s in rows.items()} for g, rows in series.items()}
+    cpu_summary = {g: {c: _summary(s) for c, s in rows.items()} for g, rows in cpu.items()}
     document = {"meta": {**meta, "command": command, "unit": "ms", "load": list(loads)}}
     (out / "startup.json").write_text(
-        json.dumps({**document, "results": summary, "samples": series}, indent=2) + "\n"
+        json.dumps(
+            {**document, "results": summary, "cpu": cpu_summary, "samples": series}, indent=2
+        )
+        + "\n"
     )
     lines = [
         "# Start-up time (issue 19)",
@@ -185,10 +207,12 @@ def write_results(
         f"{loads[0]} before, {loads[-1]} after.",
         "",
         "Wall time from launch (a fresh interpreter) to exit, or for `serve` to the line "
-        "answering `initialize` (stdio, embedded engine, empty store, memory enabled).",
+        "answering `initialize` (stdio, embedded engine, empty store, memory enabled); "
+        "CPU: user + system of the process (for `serve` including its stop), which a busy "
+        "machine sways less than wall time.",
         "",
-        "| group | case | n | min ms | median ms | max ms | goal ms | met (median) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| group | case | n | min ms | median ms | max ms | median CPU ms | goal ms | met |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for group, rows in summary.items():
         for case, s in rows.items():
@@ -196,7 +220,7 @@ def write_results(
             met = "" if goal is None else ("yes" if s["median"] <= goal else "no")
             lines.append(
                 f"| {group} | {case} | {s['n']} | {s['min']} | {s['median']} | {s['max']} "
-                f"| {goal or ''} | {met} |"
+                f"| {cpu_summary[group][case]['median']} | {goal or ''} | {met} |"
             )
     markdown = "\n".join(lines) + "\n"
     (out / "startup.md").write_text(markdown)
@@ -213,14 +237,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = 1 if args.tiny else args.runs
     groups = TINY_GROUPS if args.tiny else GROUPS
-    trees = {"after": TREE} if args.before is None else {"after": TREE, "before": args.before}
+    trees = {"after": TREE}
     loads = [machine_load()]
-    _progress(f"start-up: {runs} run(s), trees {', '.join(trees)} ({loads[0]})")
+    _progress(f"start-up: {runs} run(s), before: {args.before or 'not measured'} ({loads[0]})")
     with tempfile.TemporaryDirectory(prefix="engram-startup-") as work:
-        series = measure(runs, trees, groups, Path(work))
+        if args.before is not None:
+            copy = Path(work) / "before"
+            shutil.copytree(args.before, copy, ignore=shutil.ignore_patterns("__pycache__"))
+            trees["before"] = copy
+        series, cpu = measure(runs, trees, groups, Path(work))
     loads.append(machine_load())
     command = "python -m bench.startup " + " ".join(sys.argv[1:] if argv is None else argv)
-    print(write_results(series, command.strip(), loads, args.out))
+    print(write_results(series, cpu, command.strip(), loads, args.out))
     return 0
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.cli.main import COMMANDS
-from tests.adversarial.wire import PROTOCOL_VERSION
+from tests.adversarial.wire import RawStdio, request
 
 # Never loaded by `serve` over stdio with the embedded engine: the OPA REST client and its
 # HTTP clients, and our HTTP transport. (uvicorn and starlette are not listed: the MCP SDK's
@@ -98,23 +98,16 @@ def test_stdio_serve_with_the_embedded_engine_loads_no_opa_client_and_no_http_st
         "ENGRAM_MEMORY_ENABLED": "true",
         "ENGRAM_POLICY": "embedded",
     }
-    initialize = {
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "startup-test", "version": "0"},
-    }
-    requests = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
-    # The whole conversation at once, then end of input: the server answers what it read
-    # and stops as when a client closes stdin.
-    conversation = "".join(json.dumps(message) + "\n" for message in requests)
-    result, imported = _run_cli(tmp_path, ["serve"], stdin=conversation, env=env)
-    assert result.returncode == 0
-    answered = {json.loads(line).get("id") for line in result.stdout.splitlines()}
-    assert {1, 2} <= answered  # it served (tools/list answered, listed or refused)
+    report = tmp_path / "modules.json"
+    server = RawStdio(env, command=[sys.executable, "-c", _PROBE, str(report), "serve"])
+    try:
+        server.initialize()
+        listed = server.exchange(request(2, "tools/list"))
+        assert listed["id"] == 2  # served: tools/list answered (listed or refused)
+    finally:
+        server.close()  # end of input: the server stops, its exit hook writes the report
+    assert server.process.returncode == 0
+    imported = set(json.loads(report.read_text()))
     assert "engram_memory.policy.embedded" in imported  # the probe saw the engine open
     assert imported & NOT_UNDER_STDIO_EMBEDDED == set()
 

@@ -2,9 +2,6 @@
 
 Configuration problems print one line naming the problem and exit 2, before anything is
 written. Nothing here prints secrets, keys or memory content.
-
-Only the chosen command's module is imported (`COMMANDS`): `--help` lists the commands from
-the registry alone, and a desktop client launching `serve` or `gateway` pays for nothing else.
 """
 
 from __future__ import annotations
@@ -23,6 +20,8 @@ EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: s
 # Commands that create store, key, export or backup files: they run under umask 077.
 _PRIVATE_COMMANDS = frozenset({"serve", "admin", "audit", "import", "host", "gateway"})
 
+# Only the chosen command's module is imported: `--help` lists the commands from this registry
+# alone, and a desktop client launching `serve` or `gateway` pays for nothing else.
 # name -> (module, one-line help). Each module offers `add_parser(sub)`, which must build the
 # command's parser cheaply (heavy imports belong in its `run(args)`), and `run(args) -> int`.
 COMMANDS: dict[str, tuple[str, str]] = {
