@@ -81,11 +81,11 @@ def write_report(
         lines += ["", *(f"- {name}: {value}" for name, value in extra.items())]
     markdown = "\n".join(lines) + "\n"
     (out / f"{name}.md").write_text(markdown)
-    _plot(series, title, unit, out / f"{name}.png")
+    box_plot(series, title, unit, out / f"{name}.png")
     return markdown
 
 
-def _plot(
+def box_plot(
     series: Mapping[str, Mapping[str, Sequence[float]]], title: str, unit: str, target: Path
 ) -> None:
     import matplotlib

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from engram_memory.cli.main import main
+from engram_memory.contract.exceptions import CallError
 from engram_memory.contract.types import ToolName
 from engram_memory.policy.authoring.calls import (
     Binding,
-    CallError,
     ToolCall,
     parse_call,
     plan_call,

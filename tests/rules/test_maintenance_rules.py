@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from engram_memory.admin.commands import AdminCommand
-from engram_memory.admin.maintenance import RECORD_OPERATIONS, MaintenanceService, Operator
+from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.admin.names import RECORD_OPERATIONS
 from engram_memory.contract.errors import ProtocolCode
 from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.contract.schemas import TOOL_SPECS

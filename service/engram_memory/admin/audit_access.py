@@ -36,7 +36,6 @@ from engram_memory.admin.audit_service import (
     sequence_span,
 )
 from engram_memory.admin.channel import send_command
-from engram_memory.admin.checkpointing import PUBLIC_KEY_VARIABLE
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
 from engram_memory.contract.canonical import JsonValue
@@ -50,7 +49,7 @@ from engram_memory.contract.exceptions import (
     StoreOpenFailed,
     ToolError,
 )
-from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
+from engram_memory.crypto.checkpoint_key import PUBLIC_KEY_VARIABLE, CheckpointSigningKey
 from engram_memory.store.database import Database
 from engram_memory.store.export_verify import verify_series
 
@@ -201,13 +200,6 @@ def _refused(error: ToolError) -> int:
     """Print the refusal's code; a damaged store file exits as `audit verify` says (4)."""
     print(json.dumps({"ok": False, "code": error.code.name}))
     return StoreDamaged.exit_code if error.code is ErrorCode.JOURNAL_CORRUPT else EXIT_REFUSED
-
-
-def add_access_arguments(parser: argparse.ArgumentParser) -> None:
-    """The auditor's identity, for a store a server holds (all three, or none)."""
-    parser.add_argument("--tenant", help="with --workspace/--operator: run inside the server")
-    parser.add_argument("--workspace", help="the workspace whose maintenance block names you")
-    parser.add_argument("--operator", help="the auditor: human:<subject> with read authority")
 
 
 def operator_of(args: argparse.Namespace) -> Operator | None:

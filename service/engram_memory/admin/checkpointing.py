@@ -43,7 +43,7 @@ from engram_memory.core.checkpoints import (
     write_checkpoint_file,
 )
 from engram_memory.core.runtime import CallContext, Services
-from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
+from engram_memory.crypto.checkpoint_key import PUBLIC_KEY_VARIABLE, CheckpointPublicKey
 from engram_memory.store import inventory
 from engram_memory.store.database import Database
 from engram_memory.store.export import MANIFEST_FILE
@@ -99,9 +99,6 @@ class CheckpointService:
             )
 
         return run_authorized(self.services, who, "audit_checkpoint", "read", act)
-
-
-PUBLIC_KEY_VARIABLE = "ENGRAM_CHECKPOINT_PUBLIC_KEY"
 
 
 def _read_json(path: Path, what: str) -> object:

@@ -19,11 +19,11 @@ from engram_memory.admin.checkpointing import CheckpointService
 from engram_memory.admin.compaction import CompactionService
 from engram_memory.admin.loss import LossService
 from engram_memory.admin.maintenance import (
-    RECORD_OPERATIONS,
     MaintenanceService,
     Operator,
     Progress,
 )
+from engram_memory.admin.names import RECORD_OPERATIONS
 from engram_memory.admin.rotation import RotationService
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode

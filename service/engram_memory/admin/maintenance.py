@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engram_memory.admin.names import RECORD_OPERATIONS
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
 from engram_memory.contract.errors import ErrorCode
@@ -34,15 +35,6 @@ from engram_memory.host.context import InvocationContext
 from engram_memory.store import journal, memory
 from engram_memory.store.transaction import Transaction
 
-RECORD_OPERATIONS = (
-    "dispute",
-    "resolve_dispute",
-    "supersede",
-    "mark_non_current",
-    "rewind",
-    "expire",
-    "trust_invalidate",
-)
 Progress = Callable[[str], None]
 # An operation's body: given the operator's context and the call's audit facts.
 Action = Callable[[CallContext, CallAudit], ToolOutcome]

@@ -23,7 +23,6 @@ from typing import Any
 
 from engram_memory._internal.durable_files import fsync_directory, shred
 from engram_memory.admin.backup import (
-    DEFAULT_MAX_AGE_DAYS,
     FIXED_PATHS,
     FORMAT,
     FORMAT_VERSION,
@@ -32,6 +31,7 @@ from engram_memory.admin.backup import (
     stepper,
 )
 from engram_memory.admin.maintenance import Operator, Progress, operator_context, split_scope_ref
+from engram_memory.admin.names import DEFAULT_MAX_AGE_DAYS
 from engram_memory.admin.verification import verify_data_dir
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode

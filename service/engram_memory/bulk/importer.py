@@ -52,7 +52,6 @@ from engram_memory.tools.dispatch import parse_call
 CAPTURE = ToolName.CAPTURE
 ADMIT = ToolName.REQUEST_ADMISSION
 IMPORT_HOST = "host:import"
-DEFAULT_BATCH = 500
 Progress = Callable[[str], None]
 
 

@@ -18,18 +18,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engram_memory.admin.backup import DEFAULT_MAX_AGE_DAYS
-from engram_memory.admin.channel import send_command
-from engram_memory.admin.commands import AdminCommand, execute
-from engram_memory.admin.maintenance import RECORD_OPERATIONS, Operator
-from engram_memory.admin.restore import RestoreRequest, restore
+from engram_memory.admin.names import DEFAULT_MAX_AGE_DAYS, RECORD_OPERATIONS
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
-from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.exceptions import ToolError
-from engram_memory.core.service_config import ServiceConfig
-from engram_memory.crypto.keys import RootKey
+
+if TYPE_CHECKING:
+    from engram_memory.admin.maintenance import Operator
+    from engram_memory.contract.canonical import JsonValue
+    from engram_memory.core.service_config import ServiceConfig
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -102,6 +99,11 @@ def _progress(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.admin.channel import send_command
+    from engram_memory.admin.commands import AdminCommand, execute
+    from engram_memory.admin.maintenance import Operator
+    from engram_memory.contract.exceptions import ToolError
     from engram_memory.server.app import open_service
 
     config = config_from_flags(args)
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
 def _restore(
     config: ServiceConfig, who: Operator, args: argparse.Namespace
 ) -> dict[str, JsonValue]:
+    from engram_memory.admin.restore import RestoreRequest, restore
+    from engram_memory.crypto.keys import RootKey
     from engram_memory.host.keys import HostKeyring
     from engram_memory.policy.decider import PolicyDecider
     from engram_memory.policy.factory import open_policy_engine

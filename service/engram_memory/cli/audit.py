@@ -17,36 +17,19 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engram_memory.admin.audit_access import (
-    add_access_arguments,
-    export_command,
-    operator_of,
-    verify_command,
-    verify_export_command,
-)
-from engram_memory.admin.checkpointing import checkpoint_lines
-from engram_memory.admin.verification import (
-    verify_store,
-)
 from engram_memory.cli import checkpoint as checkpoint_cli
-from engram_memory.contract.digests import principal_ref
+from engram_memory.cli.audit_parsers import add_access_arguments, add_query_parsers
 from engram_memory.contract.exceptions import (
-    AuditChainBroken,
     ConfigurationError,
-    JournalCorrupt,
-    KeyDirectoryInconsistent,
-    OpenFailure,
     StoreBehindAnchor,
-    StoreCorrupt,
     StoreDamaged,
-    StoreOpenFailed,
     StoreRefusal,
 )
-from engram_memory.core.key_recovery import audit_key_directory
-from engram_memory.crypto.keys import RootKey
-from engram_memory.store.anchors import AnchorFile
+
+if TYPE_CHECKING:
+    from engram_memory.store.anchors import AnchorFile
 
 EXIT_CHAIN_BROKEN = 1
 
@@ -79,9 +62,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
     checkpoint_cli.add_parsers(audit_sub)
-    from engram_memory.cli.audit_query import add_parsers  # imports this module
-
-    add_parsers(audit_sub)
+    add_query_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -94,6 +75,9 @@ def _anchor_for(data_dir: Path, root_key: str | None) -> AnchorFile:
     Raises:
         ConfigurationError: the named root key file is unusable.
     """
+    from engram_memory.crypto.keys import RootKey
+    from engram_memory.store.anchors import AnchorFile
+
     key_path = root_key or os.environ.get("ENGRAM_ROOT_KEY")
     key = None if not key_path else RootKey.load(Path(key_path)).head_anchor_key()
     return AnchorFile(data_dir, key)
@@ -101,6 +85,18 @@ def _anchor_for(data_dir: Path, root_key: str | None) -> AnchorFile:
 
 def _verify_command(args: argparse.Namespace) -> int:
     """`audit verify`: the result on stdout, one line; diagnostics stay on stderr."""
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.admin.verification import verify_store
+    from engram_memory.contract.exceptions import (
+        AuditChainBroken,
+        JournalCorrupt,
+        KeyDirectoryInconsistent,
+        OpenFailure,
+        StoreCorrupt,
+        StoreOpenFailed,
+    )
+    from engram_memory.core.key_recovery import audit_key_directory
+
     data_dir = Path(args.data_dir)
     try:
         verified = verify_store(data_dir, _anchor_for(data_dir, args.root_key))
@@ -144,10 +140,20 @@ def _verify_command(args: argparse.Namespace) -> int:
 
 
 def _checkpoint(args: argparse.Namespace) -> tuple[int, list[str]]:
+    from engram_memory.admin.checkpointing import checkpoint_lines
+
     return checkpoint_lines(Path(args.data_dir), Path(args.checkpoint), args.checkpoint_public_key)
 
 
 def run(args: argparse.Namespace) -> int:
+    from engram_memory.admin.audit_access import (
+        export_command,
+        operator_of,
+        verify_command,
+        verify_export_command,
+    )
+    from engram_memory.contract.digests import principal_ref
+
     if args.audit_command in ("query", "sql"):
         from engram_memory.cli import audit_query as audit_query_cli
 

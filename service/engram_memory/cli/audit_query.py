@@ -8,6 +8,9 @@ the exported tables (admin/audit_views.py). Results go to stdout; progress to st
 Exit codes: 0 answered; 1 the export does not match its manifest, or the store does not
 verify; 2 bad usage: an unknown query or parameter, a missing or unusable value, a directory
 that is not an export, SQL that does not run.
+
+Their parsers are in audit_parsers.py, so that `engram-memory audit` builds them without
+loading DuckDB or the export code.
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import argparse
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import duckdb
 
-from engram_memory.admin.audit_access import EXIT_REFUSED, add_access_arguments, operator_of
-from engram_memory.admin.audit_output import FORMATS, render
+from engram_memory.admin.audit_access import EXIT_REFUSED, operator_of
+from engram_memory.admin.audit_output import render
 from engram_memory.admin.audit_queries import (
     NamedQuery,
     bind_params,
@@ -42,39 +45,6 @@ from engram_memory.contract.exceptions import (
 EXIT_FAILED = 1  # the export or store cannot be trusted or read as exported
 EXIT_USAGE = 2
 PROMPT = "audit> "
-
-
-def _add_source(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    source = parser.add_mutually_exclusive_group(required=required)
-    source.add_argument("--export", type=Path, help="an audit export directory")
-    source.add_argument(
-        "--data-dir", type=Path, help="a data directory: query a fresh export of it"
-    )
-    add_access_arguments(parser)  # a data directory a server holds is exported inside it
-    parser.add_argument("--format", choices=FORMATS, default="table", help="default: table")
-
-
-def add_parsers(audit_sub: Any) -> None:
-    """Register `audit query` and `audit sql` under `engram-memory audit`."""
-    query = audit_sub.add_parser(
-        "query", help="run a named audit query (`--list` shows them and their parameters)"
-    )
-    query.add_argument("name", nargs="?", help="the query's name")
-    query.add_argument("--list", action="store_true", help="list the queries and exit")
-    query.add_argument(
-        "--file", type=Path, help="run your own query file (same header format) instead of NAME"
-    )
-    query.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a parameter (repeatable); timestamps are ISO 8601, UTC unless an offset is given",
-    )
-    _add_source(query, required=False)
-    sql = audit_sub.add_parser("sql", help="an SQL shell over an export's tables (DuckDB)")
-    sql.add_argument("-c", dest="command", metavar="SQL", help="run these statements and exit")
-    _add_source(sql, required=True)
 
 
 def _refused(command: str, error: ToolError) -> int:

@@ -16,15 +16,18 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engram_memory.admin.maintenance import Operator, run_authorized
-from engram_memory.bulk.importer import DEFAULT_BATCH, ImportBinding, Importer
+from engram_memory.bulk import DEFAULT_BATCH
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
-from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.exceptions import ConfigurationError, ToolError
-from engram_memory.core.call_audit import CallAudit, ToolOutcome
-from engram_memory.core.runtime import CallContext, Services
+from engram_memory.contract.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from engram_memory.admin.maintenance import Operator
+    from engram_memory.bulk.importer import ImportBinding
+    from engram_memory.contract.canonical import JsonValue
+    from engram_memory.core.call_audit import CallAudit, ToolOutcome
+    from engram_memory.core.runtime import CallContext, Services
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -84,6 +87,11 @@ def import_file(
             run stops (committed batches stay).
         ConfigurationError: the file cannot be read.
     """
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.admin.maintenance import run_authorized
+    from engram_memory.bulk.importer import Importer
+    from engram_memory.core.call_audit import ToolOutcome
+
     total = _count_lines(path)
 
     def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
@@ -97,6 +105,9 @@ def import_file(
 
 
 def run(args: argparse.Namespace) -> int:
+    from engram_memory.admin.maintenance import Operator
+    from engram_memory.bulk.importer import ImportBinding
+    from engram_memory.contract.exceptions import ToolError
     from engram_memory.server.app import open_service
 
     if args.batch < 1:

@@ -22,17 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engram_memory.admin.checkpointing import (
-    EXIT_NOT_EXTENDED,
-    EXIT_UNREADABLE,
-    EXIT_UNTRUSTED,
-    PUBLIC_KEY_VARIABLE,
-    _public_key,
-    verify_manifest,
-)
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
-from engram_memory.contract.exceptions import CheckpointInvalid, ConfigurationError, ToolError
-from engram_memory.crypto.checkpoint_key import CheckpointPublicKey, CheckpointSigningKey
+from engram_memory.contract.exceptions import ConfigurationError, ToolError
+from engram_memory.crypto.checkpoint_key import (
+    PUBLIC_KEY_VARIABLE,
+    CheckpointPublicKey,
+    CheckpointSigningKey,
+)
 
 
 def add_verify_flags(verify: argparse.ArgumentParser) -> None:
@@ -116,6 +112,15 @@ def _key_command(args: argparse.Namespace) -> int:
 
 
 def _verify_manifest_command(args: argparse.Namespace) -> int:
+    from engram_memory.admin.checkpointing import (
+        EXIT_NOT_EXTENDED,
+        EXIT_UNREADABLE,
+        EXIT_UNTRUSTED,
+        _public_key,
+        verify_manifest,
+    )
+    from engram_memory.contract.exceptions import CheckpointInvalid
+
     directory = Path(args.dir)
     try:
         problems = verify_manifest(directory, _public_key(args.checkpoint_public_key))

@@ -8,15 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engram_memory.admin.host_setup import (
-    CHECKPOINT_KEY_FILE,
-    CHECKPOINT_PUBLIC_FILE,
-    init_host_dir,
-)
-from engram_memory.crypto.keys import RootKey
-from engram_memory.host.context import mint_invocation
-from engram_memory.host.keys import HostSigningKey
-
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser("host", help="host key set-up and tokens")
@@ -49,6 +40,16 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.admin.host_setup import (
+        CHECKPOINT_KEY_FILE,
+        CHECKPOINT_PUBLIC_FILE,
+        init_host_dir,
+    )
+    from engram_memory.crypto.keys import RootKey
+    from engram_memory.host.context import mint_invocation
+    from engram_memory.host.keys import HostSigningKey
+
     if args.host_command == "init":
         root, signing, public = init_host_dir(Path(args.dir))
         print(f"ENGRAM_ROOT_KEY={root}\nENGRAM_HOST_KEYS={public}\n# host signing key: {signing}")

@@ -22,13 +22,6 @@ from engram_memory.cli.policy_signing import (
     run_verify,
 )
 from engram_memory.contract.exceptions import ConfigurationError
-from engram_memory.policy.authoring.build import build_bundle
-from engram_memory.policy.authoring.default_bundle import (
-    build_default_bundle,
-    default_bundle_is_current,
-    shipped_bundle_differs,
-)
-from engram_memory.policy.authoring.lint import run_validate
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, DEFAULT_LABEL, verify_bundle
 
 
@@ -105,6 +98,15 @@ def run(args: argparse.Namespace) -> int:
         ConfigurationError: invalid data, missing OPA, failed build, bundle mismatch (the
             CLI prints it and exits 2).
     """
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.policy.authoring.build import build_bundle
+    from engram_memory.policy.authoring.default_bundle import (
+        build_default_bundle,
+        default_bundle_is_current,
+        shipped_bundle_differs,
+    )
+    from engram_memory.policy.authoring.lint import run_validate
+
     command = args.policy_command
     if command in authoring_cli.COMMANDS:
         return authoring_cli.run(args)

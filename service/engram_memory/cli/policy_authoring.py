@@ -10,19 +10,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engram_memory.contract.canonical import canonical_json
-from engram_memory.contract.exceptions import CallError, ConfigurationError
-from engram_memory.policy.authoring.calls import known_tools, parse_binding, parse_call
-from engram_memory.policy.authoring.data_compiler import compile_policies
-from engram_memory.policy.authoring.default_bundle import default_sources
-from engram_memory.policy.authoring.effective import effective_permissions
-from engram_memory.policy.authoring.explain import Attribution, explain_call
-from engram_memory.policy.authoring.source_map import SourceMap, build_source_map
-from engram_memory.policy.authoring.tenant_tests import describe_report, run_policy_tests
-from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, bundle_data
-from engram_memory.policy.factory import EMBEDDED, open_policy_engine
+from engram_memory.contract.exceptions import ConfigurationError
+from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR
+
+if TYPE_CHECKING:
+    from engram_memory.policy.authoring.source_map import SourceMap
 
 COMMANDS = ("test", "explain", "effective")
 
@@ -55,7 +49,7 @@ def add_parsers(policy_sub: Any) -> None:
     _binding_flags(explain, required=False)
     explain.add_argument("--agent", help="the bound agent id")
     explain.add_argument("--call", help="JSON file {binding: {...}, call: {...}}")
-    explain.add_argument("--tool", help=f"the tool called: {', '.join(known_tools())}")
+    explain.add_argument("--tool", help="the tool called (a memory tool's name)")
     explain.add_argument("--now", help="instant of the call (default 2026-01-01T00:00:00.000Z)")
     explain.add_argument("--host-memory-disabled", action="store_true")
     explain.add_argument("--derivative-rule", help="capture: retain | make-ineligible")
@@ -134,6 +128,11 @@ def _explain_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
 def _source_map(args: argparse.Namespace, data: bytes) -> SourceMap | None:
     """The source map of the bundle's YAML, or None (with a note) when the sources at hand
     are not what the bundle was built from (line numbers would point at other text)."""
+    from engram_memory.contract.canonical import canonical_json
+    from engram_memory.policy.authoring.data_compiler import compile_policies
+    from engram_memory.policy.authoring.default_bundle import default_sources
+    from engram_memory.policy.authoring.source_map import build_source_map
+
     if args.policies is not None:
         policies = Path(args.policies)
     else:
@@ -238,6 +237,15 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ConfigurationError: bad input, invalid data or tables, no OPA, unusable bundle.
     """
+    # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
+    from engram_memory.contract.exceptions import CallError
+    from engram_memory.policy.authoring.calls import parse_binding, parse_call
+    from engram_memory.policy.authoring.effective import effective_permissions
+    from engram_memory.policy.authoring.explain import Attribution, explain_call
+    from engram_memory.policy.authoring.tenant_tests import describe_report, run_policy_tests
+    from engram_memory.policy.bundle import bundle_data
+    from engram_memory.policy.factory import EMBEDDED, open_policy_engine
+
     if args.policy_command == "test":
         report = run_policy_tests(
             args.rego,

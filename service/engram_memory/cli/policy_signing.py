@@ -13,15 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engram_memory.contract.exceptions import SigningKeyError
-from engram_memory.policy.authoring.sign import sign_bundle
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, read_lock, verify_bundle
-from engram_memory.policy.signing import load_verification_key, verify_signed_bundle
-from engram_memory.policy.signing_keys import (
-    SIGNING_KEY_FILE,
-    VERIFICATION_KEY_FILE,
-    generate_key_pair,
-)
+from engram_memory.policy.signing_keys import SIGNING_KEY_FILE, VERIFICATION_KEY_FILE
 
 SIGNING_COMMANDS = frozenset({"sign", "keygen"})
 
@@ -67,6 +60,10 @@ def run_verify(args: argparse.Namespace) -> int:
             another key or key id, or altered after signing.
         SigningKeyError, ConfigurationError: unusable key, or only one of key and key id.
     """
+    # Here, not at the top: JWT and the key code only for the command that needs them.
+    from engram_memory.contract.exceptions import SigningKeyError
+    from engram_memory.policy.signing import load_verification_key, verify_signed_bundle
+
     directory = Path(args.bundle_dir or DEFAULT_BUNDLE_DIR)
     if bool(args.verification_key) != bool(args.key_id):
         raise SigningKeyError("--verification-key and --key-id go together")
@@ -105,6 +102,9 @@ def run_signing(args: argparse.Namespace) -> int:
         SigningKeyError: unusable key or key id, or a key file that exists already.
         BundleError: the bundle does not match its lock (it is never signed then).
     """
+    from engram_memory.policy.authoring.sign import sign_bundle
+    from engram_memory.policy.signing_keys import generate_key_pair
+
     if args.policy_command == "keygen":
         private, public, fingerprint = generate_key_pair(Path(args.out))
         print(f"signing key {private} (mode 0600: keep it secret, never in the bundle)")

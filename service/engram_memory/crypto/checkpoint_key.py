@@ -25,6 +25,8 @@ from engram_memory._internal.private_files import write_key_pair
 from engram_memory.contract.exceptions import ConfigurationError
 
 ALGORITHM = "Ed25519"
+# Where a verifier finds the checkpoint public key it kept (flags say so in their help).
+PUBLIC_KEY_VARIABLE = "ENGRAM_CHECKPOINT_PUBLIC_KEY"
 
 
 def key_id_of(public_key: Ed25519PublicKey) -> str:

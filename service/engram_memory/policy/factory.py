@@ -24,7 +24,6 @@ from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, verify_bundle
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
-from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
 from engram_memory.policy.signing import VerificationKey, verify_signed_bundle
 
 log = logging.getLogger("engram_memory.policy")
@@ -93,6 +92,10 @@ def open_policy_engine(
         finally:
             embedded.close()
         return
+    # The OPA REST client (and aiohttp beneath it) only when an OPA server is configured: the
+    # embedded engine, the default, starts without loading either.
+    from engram_memory.policy.opa_server import OpaServerEngine, start_opa_server
+
     identity = _checked_identity(directory, verification_key)
     _log_signature_check(verification_key, identity)
     if policy == OPA_SPAWN:

@@ -9,6 +9,9 @@ Nothing reaches the SDK's parser unjudged: every stdio line (stdin_lines.py) and
 (json_gate_http.py) passes the strict JSON gate (json_gate.py) first, and the gate's
 refusals are answered here; on the way out every JSON-RPC error is made constant.
 
+The streamable HTTP server is in mcp_http.py, imported only for `--transport http`, so a
+stdio server never loads the HTTP stack (uvicorn, our guard and drain).
+
 Both transports stop gracefully (stopping.py): over stdio a stop signal ends the reading of
 requests, waits (bounded) until every request read has been answered, then ends the session
 as if stdin had closed; over HTTP, http_serving.py drains the POSTs in flight.
@@ -27,11 +30,9 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
-import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -45,11 +46,9 @@ from engram_memory.contract.schemas import ToolSpec
 from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.tools.dispatch import CallRequest, MemoryService
-from engram_memory.transport.http_guard import TransportGuard
-from engram_memory.transport.http_serving import AdmitWhileServing, HealthProbe, serve_asgi
-from engram_memory.transport.http_settings import DEFAULT_MAX_REQUEST_BYTES, HttpSettings
+from engram_memory.transport.http_settings import DEFAULT_MAX_REQUEST_BYTES
 from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
-from engram_memory.transport.json_gate_http import JsonGate, mark_handler_reached
+from engram_memory.transport.json_gate_http import mark_handler_reached
 from engram_memory.transport.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.transport.stdio_serving import CountingReads, CountingWrites, stop_on_signal
 from engram_memory.transport.stopping import GracefulStop
@@ -84,7 +83,7 @@ def _constant_mcp_error(error: types.ErrorData) -> MCPError:
     return MCPError(error.code, wire_error_message(error.code, error.message))
 
 
-def _sdk_accepts(message: object) -> bool:
+def sdk_accepts(message: object) -> bool:
     """Whether the SDK's own message model takes `message` (after the JSON gate passed it)."""
     try:
         types.jsonrpc_message_adapter.validate_python(message, by_name=False)
@@ -236,12 +235,12 @@ def _refusal_answerer(
         # Straight to the SDK's writer, not through CountingWrites: the refusal's id (if
         # any) must not end the flight of a request that shares it.
         await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
-        await _audit_refusal(service, refusal, "stdio", "stdio")
+        await audit_refusal(service, refusal, "stdio", "stdio")
 
     return answer
 
 
-async def _audit_refusal(
+async def audit_refusal(
     service: MemoryService, refusal: GateRefusal, transport: str, peer: str
 ) -> None:
     record = PreBindingRefusal(transport, peer, refusal.method, refusal.reason, refusal.token)
@@ -257,7 +256,7 @@ async def serve_stdio(
     line longer than `max_request_bytes` is answered -32600 and never kept."""
     stop = stop or GracefulStop()
     server = build_server(service, stop, "stdio")
-    lines = StdinLines(sys.stdin.fileno(), accepts=_sdk_accepts, max_bytes=max_request_bytes)
+    lines = StdinLines(sys.stdin.fileno(), accepts=sdk_accepts, max_bytes=max_request_bytes)
     lines.start()
     # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
     stdin = cast("anyio.AsyncFile[str]", lines)
@@ -273,59 +272,3 @@ async def serve_stdio(
             server.create_initialization_options(),
         )
         group.cancel_scope.cancel()
-
-
-# -- streamable HTTP ----------------------------------------------------------------------
-
-
-def _json_gated(app: Any, service: MemoryService, max_body: int) -> JsonGate:
-    """`app` behind the strict-JSON gate; its refusals are recorded like stdio's."""
-
-    async def audited(refusal: GateRefusal, peer: str) -> None:
-        await _audit_refusal(service, refusal, "http", peer)
-
-    return JsonGate(app, max_body=max_body, accepts=_sdk_accepts, on_refusal=audited)
-
-
-def http_server(
-    service: MemoryService,
-    host: str,
-    port: int,
-    stop: GracefulStop | None = None,
-    settings: HttpSettings | None = None,
-) -> uvicorn.Server:
-    """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start); run it
-    with the socket from `listen`. It prints its URL once it listens. `settings` bound its
-    connections, sessions, timeouts and request size (http_settings.py)."""
-    stop = stop or GracefulStop()
-    settings = settings or HttpSettings(host=host)
-    # Not json_response: a quick call still answers with plain JSON, but a call that runs on
-    # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
-    app = build_server(service, stop, "http").streamable_http_app(
-        streamable_http_path="/mcp",
-        json_response=False,
-        host=host,
-        max_request_body_size=settings.max_request_bytes,
-        # Backstops only: the guard admits and ends sessions before the SDK's own limits bite
-        # (an ended session may still be winding down in the SDK when its place is reused).
-        max_sessions=2 * settings.max_sessions,
-        session_idle_timeout=settings.session_idle_seconds + 60,
-        # The SDK checks Host/Origin only on loopback by default; here always, with the
-        # operator's lists off loopback (required by http_settings).
-        transport_security=TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=list(settings.allowed_hosts),
-            allowed_origins=list(settings.allowed_origins),
-        ),
-    )
-    # Outermost the guard, which reads the whole body first (so neither the JSON gate nor
-    # the SDK ever sees half a body), then the drain, then the JSON gate, then the SDK.
-    gated = _json_gated(app, service, settings.max_request_bytes)
-    guarded = TransportGuard(
-        HealthProbe(AdmitWhileServing(gated, stop), stop),
-        settings,
-        keyring=service.services.host_keys,
-        on_refusal=service.refused_before_binding,
-        now_s=lambda: service.services.clock_ms() / 1000,
-    )
-    return serve_asgi(guarded, settings, port, stop)
