@@ -212,6 +212,27 @@ def test_duplicate_argument_keys_are_invalid_schema_and_nothing_reaches_the_upst
     assert FORGET not in tools
 
 
+def test_a_lone_surrogate_in_the_arguments_is_invalid_schema_and_nothing_reaches_the_upstream(
+    setup: GatewaySetup,
+) -> None:
+    """SPEC §3 (case 30): INVALID_SCHEMA, not -32700, inside a tool call's arguments."""
+    with raw_gateway(setup) as gateway:
+        _searched(gateway)
+        answers = [
+            gateway.exchange(_capture(21, ',"text":"a\\ud800"')),
+            gateway.exchange(_forget(22, ',"\\udfff":1')),
+        ]
+    envelopes = [_envelope(a) for a in answers]
+    assert [e["error"]["code"] for e in envelopes] == ["INVALID_SCHEMA"] * 2
+    refused = _refusals(setup, "call_refused")
+    assert [e["reason"] for e in refused] == ["unpaired_surrogate_in_arguments"] * 2
+    assert [e["audit_id"] for e in refused] == [e["auditId"] for e in envelopes]
+    assert not _refusals(setup, "confirmation")
+    tools = _reached(setup)
+    assert CAPTURE not in tools
+    assert FORGET not in tools
+
+
 def _elicited(gateway: RawGateway, raw_call: bytes) -> dict[str, Any]:
     gateway.send(raw_call)
     request = gateway.receive()
@@ -341,6 +362,18 @@ def test_duplicate_argument_keys_over_http_are_invalid_schema_from_the_gateway(
     assert envelope["error"]["code"] == "INVALID_SCHEMA"
     entry = next(e for e in team.gateway_audit() if e["audit_id"] == envelope["auditId"])
     assert (entry["event"], entry["reason"]) == ("call_refused", "duplicate_argument_keys")
+
+
+def test_a_lone_surrogate_in_the_arguments_over_http_is_invalid_schema_from_the_gateway(
+    team: TeamGateway,
+) -> None:
+    headers = _session(team, team.issuer.mint("alice"))
+    raw = _capture(42, ',"text":"a\\ud800"')
+    response = httpx.post(team.resource, content=raw, headers=headers, timeout=DEADLINE_S)
+    envelope = _envelope(_message(response))
+    assert envelope["error"]["code"] == "INVALID_SCHEMA"
+    entry = next(e for e in team.gateway_audit() if e["audit_id"] == envelope["auditId"])
+    assert (entry["event"], entry["reason"]) == ("call_refused", "unpaired_surrogate_in_arguments")
 
 
 def test_a_stranger_meets_401_before_the_gate_and_writes_no_request_refused_entry(
