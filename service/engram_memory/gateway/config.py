@@ -19,10 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.groups import is_group_ref
+from engram_memory.contract.identifiers import SCOPE_PART, has_refused_character, is_scope_part
 from engram_memory.host.confirmation import check_approver
 from engram_memory.host.tokens import TokenInvalid
 
@@ -35,11 +44,24 @@ OPTIONALLY_CONFIRMED = ("engram_memory_capture", "engram_memory_request_admissio
 ASYMMETRIC_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
-_SCOPE_PART = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-Ref = Annotated[str, Field(min_length=1, max_length=512)]
-ScopePart = Annotated[str, Field(pattern=_SCOPE_PART)]
+
+def _identifier(value: str) -> str:
+    if has_refused_character(value):
+        raise ValueError("holds a control or format character")
+    return value
+
+
+def _scope_part(value: str) -> str:
+    # fullmatch, not a `^...$` pattern: `$` would also accept a trailing newline.
+    if not is_scope_part(value):
+        raise ValueError(f"must match {SCOPE_PART.pattern}")
+    return value
+
+
+Ref = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_identifier)]
+ScopePart = Annotated[str, AfterValidator(_scope_part)]
 
 
 class GatewayConfigError(Exception):

@@ -48,6 +48,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.context import ServerRequestContext
 
 from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
+from engram_memory.contract.identifiers import has_refused_character, is_scope_part
 from engram_memory.gateway.audit_log import GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
 from engram_memory.gateway.jwks import JwksCache, JwksUnavailable, SigningKey, UnknownKey
@@ -60,12 +61,10 @@ MAX_TOKEN_BYTES = 16 * 1024
 LEEWAY_S = 30
 # Never trusted whatever the configuration says: `none` is unsigned, and HS* would make the
 # IdP's public key an HMAC secret anyone holds (algorithm confusion).
-_NEVER = re.compile(r"^(none|HS\d+)$", re.IGNORECASE)
+_NEVER = re.compile(r"none|HS\d+", re.IGNORECASE)
 # The shape the upstream verifies in every invocation context (host/context.py).
-_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_PRINTABLE = re.compile(r"^[\x21-\x7e]{1,128}$")
+_PRINTABLE = re.compile(r"[\x21-\x7e]{1,128}")
 _MAX_REF_BYTES = 512
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 class RefusalLog(Protocol):
@@ -131,7 +130,7 @@ class _Refused(Exception):
 
 def _shown(value: object) -> str:
     """A header or claim value as the audit may show it: short printable ASCII only."""
-    return value if isinstance(value, str) and _PRINTABLE.match(value) else "(not shown)"
+    return value if isinstance(value, str) and _PRINTABLE.fullmatch(value) else "(not shown)"
 
 
 class JwtVerifier:
@@ -148,7 +147,7 @@ class JwtVerifier:
         self._rules, self._keys, self._audit = rules, keys, audit
         self._accepted = accepted if accepted is not None else TokenCache()
         self._flood = flood if flood is not None else RefusalFlood()
-        self._algorithms = frozenset(a for a in rules.algorithms if not _NEVER.match(a))
+        self._algorithms = frozenset(a for a in rules.algorithms if not _NEVER.fullmatch(a))
         self._served = {(s.tenant, s.workspace): s for s in rules.scopes}
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -206,7 +205,7 @@ class JwtVerifier:
         except jwt.PyJWTError:
             raise _Refused("malformed") from None
         alg = header.get("alg")
-        if not isinstance(alg, str) or alg not in self._algorithms or _NEVER.match(alg):
+        if not isinstance(alg, str) or alg not in self._algorithms or _NEVER.fullmatch(alg):
             raise _Refused("algorithm_refused", unverified_alg=_shown(alg))
         if "iss" not in unverified:
             raise _Refused("missing_claim", claim="iss")
@@ -264,7 +263,7 @@ class JwtVerifier:
         principal = _ref(claims, rules.principal, "principal")
         tenant = _ref(claims, rules.tenant, "tenant")
         workspace = _ref(claims, rules.workspace, "workspace")
-        if not (_SCOPE_PART.match(tenant) and _SCOPE_PART.match(workspace)):
+        if not (is_scope_part(tenant) and is_scope_part(workspace)):
             raise _Refused("malformed", claim="tenant/workspace")
         served = self._served.get((tenant, workspace))
         if served is None:
@@ -312,7 +311,7 @@ def _checked_ref(value: str, binding: str) -> str:
     if (
         len(value.encode("utf-8", "surrogatepass")) > _MAX_REF_BYTES
         or value != value.strip()
-        or any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in value)
+        or has_refused_character(value)
         or not unicodedata.is_normalized("NFC", value)
     ):
         raise _Refused("malformed", claim=binding)

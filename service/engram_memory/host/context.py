@@ -28,7 +28,6 @@ as before.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,12 +35,12 @@ from typing import Any
 
 from engram_memory.contract.canonical import NonCanonicalValue, nfc
 from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
+from engram_memory.contract.identifiers import is_scope_part
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import TokenInvalid, require_str, sign, verify
 
 INVOCATION_META_KEY = "engram-memory/invocation"
 INVOCATION_TYP = "engram-invocation+jwt"
-_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def verify_invocation(
     claims = verify(token, keyring, INVOCATION_TYP, time.time() if now_s is None else now_s)
     tenant = require_str(claims, "tenant", 128)
     workspace = require_str(claims, "workspace", 128)
-    if not _SCOPE_PART.match(tenant) or not _SCOPE_PART.match(workspace):
+    if not is_scope_part(tenant) or not is_scope_part(workspace):
         raise TokenInvalid("tenant/workspace shape")
     deadline = claims.get("deadline_ms")
     if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool)):

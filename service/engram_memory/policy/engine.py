@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from engram_memory.contract.errors import ErrorCode, ToolError
 
-DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch only
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class BundleIdentity:
     digest: str
 
     def __post_init__(self) -> None:
-        if not DIGEST_PATTERN.match(self.digest):
+        if not DIGEST_PATTERN.fullmatch(self.digest):
             raise ValueError("bundle digest must be sha256:<64 hex>")
         if (
             not self.revision.endswith("+" + self.digest)
