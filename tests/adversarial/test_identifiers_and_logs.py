@@ -1,13 +1,18 @@
-"""Identifiers and log lines against the real processes (issue 23, finding 8 b).
+"""Identifiers and log lines against the real processes (issue 23, finding 8 b and c).
 
 - An identifier with a control character (a tenant `acme\\n`, a principal holding an ANSI
   escape, ...) in a host-signed invocation context is an invalid binding (-32603) at the real
   `serve`; in a bearer token it is a 401 `token_refused`/`malformed` at the real gateway.
   Shapes are matched whole (`fullmatch`): Python's `$` accepts a trailing newline.
+- A `Host` or `Origin` holding control characters (raw C1 bytes: an 8-bit CSI) reaches the
+  log escaped, never verbatim: a terminal showing the gateway's log is not rewritten.
 """
 
 from __future__ import annotations
 
+import json
+import socket
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +21,7 @@ import pytest
 
 from engram_memory.client.reference_host import mint_for
 from tests.adversarial.wire import ALICE, Secrets, make_secrets, raw_stdio, search_call
-from tests.e2e.test_gateway_http import TeamGateway, post_initialize, team_gateway
+from tests.e2e.test_gateway_http import INITIALIZE, TeamGateway, post_initialize, team_gateway
 
 # (claim, hostile value) of a host-signed invocation context
 _HOSTILE_CLAIMS: dict[str, tuple[str, str]] = {
@@ -68,3 +73,50 @@ def test_a_bearer_token_with_a_control_character_in_its_binding_is_401_malformed
     assert refused.status_code == 401
     last = gateway.gateway_audit()[-1]
     assert (last["event"], last["reason"]) == ("token_refused", "malformed")
+
+
+_INITIALIZE = json.dumps(
+    {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
+).encode()
+
+
+def _controls(text: str) -> list[str]:
+    return [c for c in text if c not in "\n" and unicodedata.category(c) == "Cc"]
+
+
+def test_control_characters_in_host_and_origin_reach_the_log_escaped(
+    team: tuple[TeamGateway, Path],
+) -> None:
+    gateway, log_path = team
+    port = int(gateway.resource.split(":")[2].split("/")[0])
+    token = gateway.issuer.mint("alice")
+    # 0x9b is the 8-bit CSI: `\x9b2J` clears a terminal that honours C1 controls; HTTP
+    # carries it as an obs-text byte, which servers decode as Latin-1.
+    for host, origin in [
+        (b"evil\x9b2J.example", b"http://127.0.0.1"),
+        (b"127.0.0.1", b"http://evil\x9b31m.example"),
+    ]:
+        refused = _raw_post(port, token, host, origin)
+        assert refused.split(b" ")[1] in (b"401", b"403", b"421")
+    stopped = gateway.stop()
+    assert stopped == 0
+    text = log_path.read_bytes().decode("utf-8")
+    assert _controls(text) == []
+    assert "\\x9b" in text  # the header was logged, escaped
+
+
+def _raw_post(port: int, token: str, host: bytes, origin: bytes) -> bytes:
+    """The status line of a raw POST with these Host and Origin bytes and a valid bearer (so
+    the Host/Origin check, behind the bearer check, is reached)."""
+    request = (
+        b"POST /mcp HTTP/1.1\r\nHost: " + host + b"\r\nOrigin: " + origin + b"\r\n"
+        b"Authorization: Bearer " + token.encode() + b"\r\n"
+        b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_INITIALIZE), _INITIALIZE)
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer.split(b"\r\n", 1)[0]
