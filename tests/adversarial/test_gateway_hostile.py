@@ -269,6 +269,39 @@ def test_client_sent_context_and_a_not_quite_yes_release_nothing(setup: GatewayS
     assert FORGET not in tools
 
 
+# Answers whose last value of a repeated key would read as a yes (the SDK keeps the last):
+# the gate judges answers as strictly as requests, so each is no confirmation (issue 23).
+_DUPLICATED_YES = {
+    "action_twice": '{"action":"decline","content":{"confirm":true},"action":"accept"}',
+    "confirm_twice": '{"action":"accept","content":{"confirm":false,"confirm":true}}',
+    "escaped_twin": '{"action":"accept","content":{"confirm":false,"c\\u006fnfirm":true}}',
+    "nested_in_meta": '{"action":"accept","content":{"confirm":true},"_meta":{"k":1,"k":2}}',
+    "after_nfc": (
+        '{"action":"accept","content":{"confirm":true},"_meta":{"caf\\u00e9":1,"cafe\\u0301":2}}'
+    ),
+}
+
+
+def test_an_elicitation_answer_with_a_duplicate_key_is_no_confirmation(
+    setup: GatewaySetup,
+) -> None:
+    codes: list[object] = []
+    with raw_gateway(setup) as gateway:
+        _searched(gateway)
+        for index, answer in enumerate(_DUPLICATED_YES.values()):
+            asked = _elicited(gateway, _forget(50 + index))
+            reply = f'{{"jsonrpc":"2.0","id":{json.dumps(asked["id"])},"result":{answer}}}'
+            codes.append(_envelope(gateway.exchange(reply.encode()))["error"]["code"])
+        # A plain yes still confirms: the gate refused the ambiguity, not the human.
+        asked = _elicited(gateway, _forget(59))
+        yes = {"action": "accept", "content": {"confirm": True}}
+        gateway.exchange(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": yes}).encode())
+    assert codes == ["gate_failed"] * len(_DUPLICATED_YES)
+    reasons = [e["reason"] for e in _refusals(setup, "confirmation")]
+    assert reasons == ["answer_invalid"] * len(_DUPLICATED_YES) + ["accepted"]
+    assert _reached(setup).count(FORGET) == 1  # the plain yes only
+
+
 def test_a_cancel_while_a_confirmation_is_pending_sends_nothing_upstream(
     setup: GatewaySetup,
 ) -> None:

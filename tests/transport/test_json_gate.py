@@ -206,3 +206,26 @@ def test_only_protocol_method_names_are_kept() -> None:
     assert protocol_method("tools/call") == "tools/call"
     assert protocol_method("tools/call-with-my-secret") == "other"
     assert protocol_method(7) == "other"
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        '{"action":"decline","action":"accept"}',
+        '{"action":"accept","content":{"confirm":false,"confirm":true}}',
+        '{"action":"accept","_meta":{"caf\\u00e9":1,"cafe\\u0301":2}}',
+    ],
+)
+def test_a_response_with_a_duplicate_key_is_handed_on_as_an_invalid_request_error(
+    result: str,
+) -> None:
+    """An answer to a server request is judged as strictly as a request (issue 23): the SDK
+    would keep the last value, so the request waiting for it gets -32600 instead."""
+    verdict = inspect_message(f'{{"jsonrpc":"2.0","id":7,"result":{result}}}'.encode())
+    assert isinstance(verdict, Admitted)
+    assert verdict.forward is not None
+    assert json.loads(verdict.forward) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": INVALID_REQUEST, "message": "Invalid Request"},
+    }

@@ -22,6 +22,12 @@ it cannot parse, either drops the line without an answer (stdio) or echoes its p
   handed on byte for byte (the SDK's parser refuses them): the gate hands on its own parse
   re-encoded, each lone surrogate of the arguments replaced by U+FFFD (`Admitted.forward`);
   nothing reads those arguments but the purpose rule, before the refusal.
+- **Admitted as an error answer**: a client's response (to a server request such as an
+  elicitation) holding a duplicate key anywhere, raw or after NFC. The SDK would keep the
+  last value, so `{"action":"decline",…,"action":"accept"}` read as a yes (issue 23): the
+  gate judges answers as strictly as requests. It hands on, for the same id, the error
+  response `-32600` Invalid Request instead (`Admitted.forward`), so the request that waits
+  for it fails: a confirmation asked this way is refused and audited as such.
 - **Admitted**: everything else, handed on byte for byte.
 
 How the call path learns of an argument defect: the gate sets the context variable
@@ -299,7 +305,15 @@ def inspect_message(
         return refuse()
     if "method" not in message:
         # A response to a server request: an id and exactly one of result/error.
-        if not has_id or ("result" in message) == ("error" in message) or not accepts(message):
+        if not has_id or ("result" in message) == ("error" in message):
+            return refuse()
+        if any_duplicate:
+            error = {"code": INVALID_REQUEST, "message": "Invalid Request"}
+            answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            if not accepts(answer):
+                return refuse()
+            return Admitted(answer, forward=json.dumps(answer, separators=(",", ":")).encode())
+        if not accepts(message):
             return refuse()
         return Admitted(message)
     if not isinstance(method, str) or ("params" in message and not isinstance(params, dict)):
