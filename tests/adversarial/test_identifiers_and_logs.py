@@ -1,9 +1,11 @@
-"""Identifiers and log lines against the real processes (issue 23, finding 8 b and c).
+"""Identifiers and log lines against the real processes (issue 23, finding 8 a, b and c).
 
 - An identifier with a control character (a tenant `acme\\n`, a principal holding an ANSI
   escape, ...) in a host-signed invocation context is an invalid binding (-32603) at the real
   `serve`; in a bearer token it is a 401 `token_refused`/`malformed` at the real gateway.
   Shapes are matched whole (`fullmatch`): Python's `$` accepts a trailing newline.
+- A bearer token living longer than `http.max_token_lifetime_s` (24 h by default) is a 401
+  `token_refused`/`lifetime_too_long`.
 - A `Host` or `Origin` holding control characters (raw C1 bytes: an 8-bit CSI) reaches the
   log escaped, never verbatim: a terminal showing the gateway's log is not rewritten.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import replace
@@ -73,6 +76,22 @@ def test_a_bearer_token_with_a_control_character_in_its_binding_is_401_malformed
     assert refused.status_code == 401
     last = gateway.gateway_audit()[-1]
     assert (last["event"], last["reason"]) == ("token_refused", "malformed")
+
+
+def test_a_bearer_token_living_longer_than_a_day_is_401_lifetime_too_long(
+    team: tuple[TeamGateway, Path],
+) -> None:
+    """Finding 8 a: a 10-year `exp` was accepted. The default ceiling is 24 h."""
+    gateway, _log = team
+    now = int(time.time())
+    ten_years, a_day_and_an_hour = now + 10 * 365 * 86_400, now + 25 * 3600
+    for exp in (ten_years, a_day_and_an_hour):
+        refused = post_initialize(gateway, gateway.issuer.mint(iat=now, exp=exp))
+        assert refused.status_code == 401
+        last = gateway.gateway_audit()[-1]
+        assert (last["event"], last["reason"]) == ("token_refused", "lifetime_too_long")
+    within = post_initialize(gateway, gateway.issuer.mint(iat=now, exp=now + 23 * 3600))
+    assert within.status_code == 200
 
 
 _INITIALIZE = json.dumps(

@@ -44,6 +44,7 @@ OPTIONALLY_CONFIRMED = ("engram_memory_capture", "engram_memory_request_admissio
 ASYMMETRIC_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
+DEFAULT_MAX_TOKEN_LIFETIME_S = 86_400
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -219,6 +220,9 @@ class HttpBinding(_Model):
     allowed_origins: tuple[str, ...] = ()
     claims: ClaimsConfig = ClaimsConfig()
     scopes: tuple[ServedScope, ...] = Field(min_length=1)
+    # The longest lifetime a bearer token may have (`exp - iat`) or have left (`exp - now`):
+    # a stolen 10-year token would otherwise be a 10-year key. 1 min .. 7 days.
+    max_token_lifetime_s: int = Field(default=DEFAULT_MAX_TOKEN_LIFETIME_S, ge=60, le=604_800)
 
     @field_validator("algorithms")
     @classmethod

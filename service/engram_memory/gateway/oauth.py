@@ -19,7 +19,9 @@ Checks, in order (the first failure decides the reason):
    (`bad_signature`);
 6. `exp`, `iat`, `iss`, `aud`, `sub` present (`missing_claim`); `exp`, `nbf`, `iat` within a
    30 s leeway (`expired`, `not_yet_valid`); `aud` is or contains the configured audience
-   (`wrong_audience`); claims of the wrong type -> `malformed`;
+   (`wrong_audience`); claims of the wrong type -> `malformed`; a lifetime (`exp - iat`)
+   or a remaining lifetime (`exp - now`) over `http.max_token_lifetime_s` (default 24 h)
+   -> `lifetime_too_long`;
 7. the claim mapping: principal, tenant, workspace, agent and groups present and well formed
    -> `missing_claim` / `malformed`;
 8. (tenant, workspace) is one of the scopes this gateway serves -> `scope_not_served`;
@@ -36,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+import time
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +54,7 @@ from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
 from engram_memory.contract.identifiers import has_refused_character, is_scope_part
 from engram_memory.gateway.audit_log import GatewayAuditUnavailable
 from engram_memory.gateway.caller import Caller, CallerUnavailable
+from engram_memory.gateway.config import DEFAULT_MAX_TOKEN_LIFETIME_S
 from engram_memory.gateway.jwks import JwksCache, JwksUnavailable, SigningKey, UnknownKey
 from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.gateway.token_cache import TokenCache
@@ -107,6 +111,7 @@ class TokenRules:
     agent: ClaimSource | None = None
     required_scopes: tuple[str, ...] = ()
     leeway_s: int = LEEWAY_S
+    max_lifetime_s: int = DEFAULT_MAX_TOKEN_LIFETIME_S
 
 
 class GatewayAccessToken(AccessToken):
@@ -226,6 +231,16 @@ class JwtVerifier:
         return self._decoded(token, key, alg)
 
     def _decoded(self, token: str, key: SigningKey, alg: str) -> dict[str, Any]:
+        claims = self._checked(token, key, alg)
+        # PyJWT checked the types of exp and iat (numbers) and that neither lies beyond the
+        # leeway; the bound on how long the token lives is ours.
+        longest = self._rules.max_lifetime_s + self._rules.leeway_s
+        exp, iat = float(claims["exp"]), float(claims["iat"])
+        if exp - iat > longest or exp - time.time() > longest:
+            raise _Refused("lifetime_too_long")
+        return claims
+
+    def _checked(self, token: str, key: SigningKey, alg: str) -> dict[str, Any]:
         rules = self._rules
         try:
             claims: dict[str, Any] = jwt.decode(
