@@ -48,6 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
             "bundle_service": args.bundle_service,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
+            "store_audience": args.store_audience,
             "refusal_burst": args.refusal_burst,
             "refusal_interval_s": args.refusal_interval_s,
             "checkpoint_key": args.checkpoint_key,
@@ -320,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(env ENGRAM_DRAIN_SECONDS; default: 10)",
     )
     _add_http_flags(serve)
+    serve.add_argument(
+        "--store-audience",
+        help="this store's name in invocation tokens' `aud`: tokens must name it, and a token "
+        "naming another store is refused (env ENGRAM_STORE_AUDIENCE; default: none)",
+    )
     serve.add_argument(
         "--refusal-burst",
         help="refusals audited one by one per key (peer or principal, reason, tool) and "

@@ -91,6 +91,8 @@ class UpstreamConfig(_Model):
     command: tuple[str, ...] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     url: str | None = Field(default=None, pattern=r"^https?://")
+    # The upstream store's ENGRAM_STORE_AUDIENCE: signed as every token's `aud`.
+    audience: Ref | None = None
     timeout_s: float = Field(default=30, ge=1, le=300)
 
     @model_validator(mode="after")

@@ -158,7 +158,7 @@ class _Gateway:
         self.config = config
         self.audit = audit
         self.signer = HostSigningKey.from_pem_file(config.signing_key)
-        self.minter = InvocationMinter(self.signer, config.host_id)
+        self.minter = InvocationMinter(self.signer, config.host_id, config.upstream.audience)
         self.confirmed = config.confirmed_tools
         self.states = confirm.RequestStates(config.confirmation.timeout_s)
 

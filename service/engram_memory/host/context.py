@@ -11,6 +11,7 @@ with these claims; a host in any language can mint it (see README "Host integrat
 | agent_id, session | str | the AI software and the MCP session the call arrives on |
 | purpose_ref | str | the declared purpose; must equal the argument `purpose_ref` after NFC |
 | audit_id | str | the host's audit id, echoed as `auditId` in every envelope |
+| aud | str, optional | the store the token is for (its ENGRAM_STORE_AUDIENCE) |
 | iat, exp | int (s) | issued / expires; `exp - iat` <= 300 |
 | deadline_ms | int, optional | epoch ms after which the call must not commit |
 | groups | [str], optional | the principal's groups, from the host's identity provider |
@@ -19,6 +20,12 @@ with these claims; a host in any language can mint it (see README "Host integrat
 most 256 UTF-8 bytes, NFC, without `*` or control/format characters; absent (or `[]`) means no
 groups, anything else makes the whole token invalid. The token as a whole stays within 8192
 bytes, which bounds the total.
+
+`aud` binds a token to one store: a store with an audience configured accepts only tokens
+naming it, and a token naming an audience is accepted by no other store (one without an
+audience included), so a token spent on one store cannot be spent again on another that
+trusts the same host key. SPEC does not define `aud`; without it a token is accepted by every
+store that has no audience configured, as before.
 
 SPEC does not define `groups`: it only widens which grants of the policy data apply (README
 "Host integration"); the tool contract is unchanged, and a context without it behaves exactly
@@ -74,6 +81,7 @@ def verify_invocation(
         TokenInvalid: missing, unsigned, untrusted, expired, malformed, or a wildcard scope.
     """
     claims = verify(token, keyring, INVOCATION_TYP, time.time() if now_s is None else now_s)
+    _check_audience(claims.get("aud"), keyring.audience)
     tenant = require_str(claims, "tenant", 128)
     workspace = require_str(claims, "workspace", 128)
     if not is_scope_part(tenant) or not is_scope_part(workspace):
@@ -99,6 +107,15 @@ def verify_invocation(
         deadline_ms=deadline,
         groups=_verified_groups(claims["groups"]) if "groups" in claims else (),
     )
+
+
+def _check_audience(aud: object, audience: str | None) -> None:
+    """Raises: TokenInvalid: `aud` is not this store's audience (absent when it has one,
+    present when it has none or another)."""
+    if aud is None and audience is None:
+        return
+    if not isinstance(aud, str) or aud != audience:
+        raise TokenInvalid("audience is not this store")
 
 
 def _verified_groups(value: object) -> tuple[str, ...]:
@@ -133,6 +150,7 @@ def mint_invocation(
     deadline_ms: int | None = None,
     groups: Sequence[str] | None = None,
     now_s: int | None = None,
+    audience: str | None = None,
 ) -> str:
     """Mint an invocation context token (used by the reference host and tests).
 
@@ -156,4 +174,6 @@ def mint_invocation(
         claims["deadline_ms"] = deadline_ms
     if groups:
         claims["groups"] = list(groups)
+    if audience is not None:
+        claims["aud"] = audience
     return sign(claims, signer, INVOCATION_TYP)
