@@ -212,6 +212,27 @@ def test_duplicate_argument_keys_are_invalid_schema_and_nothing_reaches_the_upst
     assert FORGET not in tools
 
 
+def test_a_lone_surrogate_in_the_arguments_is_invalid_schema_and_nothing_reaches_the_upstream(
+    setup: GatewaySetup,
+) -> None:
+    """SPEC §3 (case 30): INVALID_SCHEMA, not -32700, inside a tool call's arguments."""
+    with raw_gateway(setup) as gateway:
+        _searched(gateway)
+        answers = [
+            gateway.exchange(_capture(21, ',"text":"a\\ud800"')),
+            gateway.exchange(_forget(22, ',"\\udfff":1')),
+        ]
+    envelopes = [_envelope(a) for a in answers]
+    assert [e["error"]["code"] for e in envelopes] == ["INVALID_SCHEMA"] * 2
+    refused = _refusals(setup, "call_refused")
+    assert [e["reason"] for e in refused] == ["unpaired_surrogate_in_arguments"] * 2
+    assert [e["audit_id"] for e in refused] == [e["auditId"] for e in envelopes]
+    assert not _refusals(setup, "confirmation")
+    tools = _reached(setup)
+    assert CAPTURE not in tools
+    assert FORGET not in tools
+
+
 def _elicited(gateway: RawGateway, raw_call: bytes) -> dict[str, Any]:
     gateway.send(raw_call)
     request = gateway.receive()
@@ -246,6 +267,39 @@ def test_client_sent_context_and_a_not_quite_yes_release_nothing(setup: GatewayS
     assert codes == ["gate_failed"] * 4
     tools = _reached(setup)
     assert FORGET not in tools
+
+
+# Answers whose last value of a repeated key would read as a yes (the SDK keeps the last):
+# the gate judges answers as strictly as requests, so each is no confirmation (issue 23).
+_DUPLICATED_YES = {
+    "action_twice": '{"action":"decline","content":{"confirm":true},"action":"accept"}',
+    "confirm_twice": '{"action":"accept","content":{"confirm":false,"confirm":true}}',
+    "escaped_twin": '{"action":"accept","content":{"confirm":false,"c\\u006fnfirm":true}}',
+    "nested_in_meta": '{"action":"accept","content":{"confirm":true},"_meta":{"k":1,"k":2}}',
+    "after_nfc": (
+        '{"action":"accept","content":{"confirm":true},"_meta":{"caf\\u00e9":1,"cafe\\u0301":2}}'
+    ),
+}
+
+
+def test_an_elicitation_answer_with_a_duplicate_key_is_no_confirmation(
+    setup: GatewaySetup,
+) -> None:
+    codes: list[object] = []
+    with raw_gateway(setup) as gateway:
+        _searched(gateway)
+        for index, answer in enumerate(_DUPLICATED_YES.values()):
+            asked = _elicited(gateway, _forget(50 + index))
+            reply = f'{{"jsonrpc":"2.0","id":{json.dumps(asked["id"])},"result":{answer}}}'
+            codes.append(_envelope(gateway.exchange(reply.encode()))["error"]["code"])
+        # A plain yes still confirms: the gate refused the ambiguity, not the human.
+        asked = _elicited(gateway, _forget(59))
+        yes = {"action": "accept", "content": {"confirm": True}}
+        gateway.exchange(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": yes}).encode())
+    assert codes == ["gate_failed"] * len(_DUPLICATED_YES)
+    reasons = [e["reason"] for e in _refusals(setup, "confirmation")]
+    assert reasons == ["answer_invalid"] * len(_DUPLICATED_YES) + ["accepted"]
+    assert _reached(setup).count(FORGET) == 1  # the plain yes only
 
 
 def test_a_cancel_while_a_confirmation_is_pending_sends_nothing_upstream(
@@ -341,6 +395,18 @@ def test_duplicate_argument_keys_over_http_are_invalid_schema_from_the_gateway(
     assert envelope["error"]["code"] == "INVALID_SCHEMA"
     entry = next(e for e in team.gateway_audit() if e["audit_id"] == envelope["auditId"])
     assert (entry["event"], entry["reason"]) == ("call_refused", "duplicate_argument_keys")
+
+
+def test_a_lone_surrogate_in_the_arguments_over_http_is_invalid_schema_from_the_gateway(
+    team: TeamGateway,
+) -> None:
+    headers = _session(team, team.issuer.mint("alice"))
+    raw = _capture(42, ',"text":"a\\ud800"')
+    response = httpx.post(team.resource, content=raw, headers=headers, timeout=DEADLINE_S)
+    envelope = _envelope(_message(response))
+    assert envelope["error"]["code"] == "INVALID_SCHEMA"
+    entry = next(e for e in team.gateway_audit() if e["audit_id"] == envelope["auditId"])
+    assert (entry["event"], entry["reason"]) == ("call_refused", "unpaired_surrogate_in_arguments")
 
 
 def test_a_stranger_meets_401_before_the_gate_and_writes_no_request_refused_entry(

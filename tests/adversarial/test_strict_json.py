@@ -278,6 +278,35 @@ def test_duplicate_keys_in_a_tool_calls_arguments_are_an_invalid_schema_envelope
     _assert_still_served(exchange, secrets)
 
 
+# SPEC §3 (case 30): a lone surrogate inside a tool call's arguments is a schema error (an
+# INVALID_SCHEMA envelope, audited), checked after the binding; anywhere else -32700 stays.
+_SURROGATE_ARGUMENTS = {
+    "in_a_value": f'{{"query":"a\\ud800","purpose_ref":{_PURPOSE}}}',
+    "in_a_key": f'{{"query":"a","purpose_ref":{_PURPOSE},"\\udfff":1}}',
+    "nested": f'{{"query":"a","purpose_ref":{_PURPOSE},"filters":{{"k":["\\udc00"]}}}}',
+}
+
+
+@pytest.mark.parametrize("arguments", _SURROGATE_ARGUMENTS.values(), ids=_SURROGATE_ARGUMENTS)
+def test_a_lone_surrogate_in_a_tool_calls_arguments_is_an_invalid_schema_envelope(
+    exchange: Exchange, secrets: Secrets, arguments: str
+) -> None:
+    answer = exchange(_call_with_arguments(17, arguments, secrets.token()))
+    assert answer["id"] == 17
+    envelope = answer["result"]["structuredContent"]
+    assert (envelope["ok"], envelope["error"]["code"]) == (False, "INVALID_SCHEMA")
+    _assert_still_served(exchange, secrets)
+
+
+def test_a_lone_surrogate_in_the_arguments_with_an_invalid_token_is_refused_at_the_binding(
+    exchange: Exchange, secrets: Secrets
+) -> None:
+    forged = secrets.token()[:-4] + "AAAA"
+    answer = exchange(_call_with_arguments(18, _SURROGATE_ARGUMENTS["in_a_value"], forged))
+    _assert_constant_error(answer, -32603, 18)
+    _assert_still_served(exchange, secrets)
+
+
 def test_duplicate_argument_keys_with_an_invalid_token_are_refused_at_the_binding_first(
     exchange: Exchange, secrets: Secrets
 ) -> None:

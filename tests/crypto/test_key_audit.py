@@ -53,3 +53,32 @@ def test_a_surviving_key_of_an_ended_item_fails_even_when_its_destruction_is_pro
         verify_key_directory(store.directory, items)
     with pytest.raises(KeyDirectoryInconsistent):
         verify_key_directory(store.directory, items, promised=[(SCOPE, "mem_live")])
+
+
+def test_with_the_root_key_a_flipped_byte_anywhere_fails_and_without_it_only_the_shape(
+    store: KeyStore,
+) -> None:
+    path = store.path_for(SCOPE, "mem_live")
+    original = path.read_bytes()
+    items = [(SCOPE, "mem_live", True)]
+    assert verify_key_directory(store.directory, items, root=ROOT).live_items == 1
+    for offset in range(len(original)):
+        damaged = bytearray(original)
+        damaged[offset] ^= 0x80
+        path.write_bytes(bytes(damaged))
+        with pytest.raises(KeyDirectoryInconsistent):
+            verify_key_directory(store.directory, items, root=ROOT)
+    damaged = bytearray(original)
+    damaged[-1] ^= 0x80  # inside the GCM tag: only authentication sees it
+    path.write_bytes(bytes(damaged))
+    assert verify_key_directory(store.directory, items).live_items == 1
+
+
+def test_a_damaged_orphan_is_a_defect_too(store: KeyStore) -> None:
+    store.store_item_key(ROOT, SCOPE, "cand_orphan", new_data_key())
+    path = store.path_for(SCOPE, "cand_orphan")
+    blob = bytearray(path.read_bytes())
+    blob[50] ^= 0x01
+    path.write_bytes(bytes(blob))
+    with pytest.raises(KeyDirectoryInconsistent):
+        verify_key_directory(store.directory, [(SCOPE, "mem_live", True)], root=ROOT)

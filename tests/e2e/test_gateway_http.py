@@ -81,8 +81,11 @@ class TeamGateway:
 
 
 @contextmanager
-def team_gateway(directory: Path) -> Iterator[TeamGateway]:
-    """Secrets, an issuer and `team.yaml` in `directory`; the gateway started from it."""
+def team_gateway(
+    directory: Path, http_extra: dict[str, Any] | None = None, stderr: Any = None
+) -> Iterator[TeamGateway]:
+    """Secrets, an issuer and `team.yaml` in `directory`; the gateway started from it.
+    `http_extra` adds keys to the `http` section; `stderr` is where its log goes (ours)."""
     root_key, signing_key, public_keys = init_host_dir(directory / "secrets")
     env = server_env(directory / "data", root_key, public_keys)
     port = free_port()
@@ -112,12 +115,13 @@ def team_gateway(directory: Path) -> Iterator[TeamGateway]:
                 "groups": {"claim": "groups", "prefix": "group:"},
             },
             "scopes": [{"tenant": "acme", "workspace": "support", "purposes": [PURPOSE]}],
+            **(http_extra or {}),
         },
     }
     config = directory / "team.yaml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     command = [sys.executable, "-m", "engram_memory.cli", "gateway", "--config", str(config)]
-    process = subprocess.Popen(command, env=dict(os.environ))
+    process = subprocess.Popen(command, env=dict(os.environ), stderr=stderr)
     setup = GatewaySetup(config, directory / "data", directory / "gateway-audit.jsonl", env)
     gateway = TeamGateway(setup, issuer, resource, process)
     try:

@@ -105,6 +105,11 @@ def test_variables_expand_from_the_environment_and_an_unset_one_is_a_located_pro
         (("  env: {ENGRAM_DATA_DIR: /var/engram}", "  url: http://x/mcp"), [(5, "upstream")]),
         (("upstream:\n", "upstream:\n  timeout_s: 0\n"), [(6, "upstream.timeout_s")]),
         (("  os_user: alice", "  os_user: ' alice'"), [(8, "stdio")]),
+        (("  tenant: acme", '  tenant: "acme\\n"'), [(9, "stdio.tenant")]),
+        (
+            ("  principal: user:alice", '  principal: "user:alice\\e[31m"'),
+            [(11, "stdio.principal")],
+        ),
     ],
     ids=[
         "unknown_key",
@@ -115,6 +120,8 @@ def test_variables_expand_from_the_environment_and_an_unset_one_is_a_located_pro
         "command_and_url",
         "timeout_out_of_bounds",
         "os_user_unfit_for_the_default_approver",
+        "tenant_with_a_trailing_newline",
+        "principal_with_an_ansi_escape",
     ],
 )
 def test_each_stdio_problem_is_reported_at_its_line_and_field(

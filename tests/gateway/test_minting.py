@@ -47,3 +47,17 @@ def test_a_token_from_another_key_does_not_verify() -> None:
     token = InvocationMinter(HostSigningKey.generate(), "host:x").mint(CALLER, "purpose:p")
     with pytest.raises(TokenInvalid):
         verify_invocation(token, keyring)
+
+
+def test_a_minter_with_the_upstreams_audience_mints_tokens_only_that_store_accepts() -> None:
+    import pytest
+
+    from engram_memory.contract.exceptions import TokenInvalid
+
+    signer = HostSigningKey.generate()
+    public = {signer.kid: signer.private_key.public_key()}
+    token = InvocationMinter(signer, "host:gw", audience="store:a").mint(CALLER, "purpose:p")
+    assert verify_invocation(token, HostKeyring(public, audience="store:a")).tenant == "acme"
+    for other in (HostKeyring(public, audience="store:b"), HostKeyring(public)):
+        with pytest.raises(TokenInvalid):
+            verify_invocation(token, other)

@@ -136,6 +136,18 @@ async def test_every_bad_token_is_refused_with_its_own_audited_reason(
         assert token not in log
 
 
+async def test_a_token_living_longer_than_the_configured_maximum_is_refused(
+    issuer: TokenIssuer, audit: GatewayAudit
+) -> None:
+    now = int(time.time())
+    check = verifier(issuer, audit, max_lifetime_s=3600)
+    assert await check.verify_token(issuer.mint(iat=now, exp=now + 3500)) is not None
+    for token in (issuer.mint(iat=now, exp=now + 7200), issuer.mint(iat=now - 7000, exp=now + 60)):
+        assert await check.verify_token(token) is None
+        last = entries(audit)[-1]
+        assert (last["event"], last["reason"]) == ("token_refused", "lifetime_too_long")
+
+
 async def test_a_token_without_a_required_scope_is_audited_and_left_to_the_sdks_403(
     issuer: TokenIssuer, audit: GatewayAudit
 ) -> None:

@@ -215,11 +215,11 @@ def test_arguments_the_gate_saw_duplicate_keys_in_are_invalid_schema_after_bindi
 ) -> None:
     arguments = {"query": "x", "purpose_ref": alice.purpose_ref}
     flagged = CallRequest("engram_memory_search", arguments, alice.token(), None)
-    envelope = alice.service.call_tool(replace(flagged, duplicate_argument_keys=True))
+    envelope = alice.service.call_tool(replace(flagged, argument_defect="duplicate_argument_keys"))
     assert code(envelope) == "INVALID_SCHEMA"
     with pytest.raises(ProtocolRefusal) as refused:
         alice.service.call_tool(
-            replace(flagged, invocation_token="forged", duplicate_argument_keys=True)
+            replace(flagged, invocation_token="forged", argument_defect="duplicate_argument_keys")
         )
     assert refused.value.code is ProtocolCode.CONTEXT_UNAVAILABLE
     fresh = replace(flagged, invocation_token=alice.token())  # a token binds one call

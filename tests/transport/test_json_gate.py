@@ -13,6 +13,7 @@ from engram_memory.transport.json_gate import (
     MAX_NESTING_DEPTH,
     PARSE_ERROR,
     Admitted,
+    ArgumentDefect,
     GateRefusal,
     inspect_message,
     protocol_method,
@@ -43,7 +44,8 @@ def test_a_plain_request_is_admitted_without_a_duplicate_flag() -> None:
     verdict = inspect_message(_call('{"a":1}'))
     assert isinstance(verdict, Admitted)
     assert verdict.message == json.loads(_call('{"a":1}'))
-    assert not verdict.duplicate_argument_keys
+    assert verdict.argument_defect is None
+    assert verdict.forward is None
 
 
 @pytest.mark.parametrize(
@@ -144,7 +146,37 @@ def test_duplicate_keys_inside_a_tool_calls_arguments_are_admitted_and_flagged(
 ) -> None:
     verdict = inspect_message(_call(arguments))
     assert isinstance(verdict, Admitted)
-    assert verdict.duplicate_argument_keys
+    assert verdict.argument_defect is ArgumentDefect.DUPLICATE_KEYS
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"a":"\\ud800"}', '{"\\udfff":1}', '{"deep":[["x\\udc00y"]],"b":1}'],
+)
+def test_a_lone_surrogate_inside_a_tool_calls_arguments_is_admitted_flagged_and_replaced(
+    arguments: str,
+) -> None:
+    """SPEC §3 (case 30): an INVALID_SCHEMA envelope after the binding check, so the call is
+    handed on, re-encoded without the surrogate (the SDK's parser would refuse it)."""
+    verdict = inspect_message(_call(arguments))
+    assert isinstance(verdict, Admitted)
+    assert verdict.argument_defect is ArgumentDefect.UNPAIRED_SURROGATE
+    assert verdict.forward is not None
+    forwarded = json.loads(verdict.forward)
+    assert "\ufffd" in json.dumps(forwarded["params"]["arguments"], ensure_ascii=False)
+    assert forwarded["params"]["name"] == json.loads(_call("{}"))["params"]["name"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x\\ud800","arguments":{}}}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"arguments":{"a":"\\ud800"}}}',
+        b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"arguments":{}}}',
+    ],
+)
+def test_a_lone_surrogate_outside_a_tool_calls_arguments_stays_a_parse_error(raw: bytes) -> None:
+    assert _refused(raw).code == PARSE_ERROR
 
 
 def test_duplicate_keys_in_the_arguments_of_another_method_are_an_invalid_request() -> None:
@@ -174,3 +206,26 @@ def test_only_protocol_method_names_are_kept() -> None:
     assert protocol_method("tools/call") == "tools/call"
     assert protocol_method("tools/call-with-my-secret") == "other"
     assert protocol_method(7) == "other"
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        '{"action":"decline","action":"accept"}',
+        '{"action":"accept","content":{"confirm":false,"confirm":true}}',
+        '{"action":"accept","_meta":{"caf\\u00e9":1,"cafe\\u0301":2}}',
+    ],
+)
+def test_a_response_with_a_duplicate_key_is_handed_on_as_an_invalid_request_error(
+    result: str,
+) -> None:
+    """An answer to a server request is judged as strictly as a request (issue 23): the SDK
+    would keep the last value, so the request waiting for it gets -32600 instead."""
+    verdict = inspect_message(f'{{"jsonrpc":"2.0","id":7,"result":{result}}}'.encode())
+    assert isinstance(verdict, Admitted)
+    assert verdict.forward is not None
+    assert json.loads(verdict.forward) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {"code": INVALID_REQUEST, "message": "Invalid Request"},
+    }

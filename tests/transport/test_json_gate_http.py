@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from engram_memory.contract.refusals import RefusalReason
-from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal
+from engram_memory.transport.json_gate import ARGUMENT_DEFECT, ArgumentDefect, GateRefusal
 from engram_memory.transport.json_gate_http import HANDLER_REACHED, JsonGate
 
 CALL = (
@@ -35,7 +35,7 @@ class _Recorder:
             if not message.get("more_body"):
                 break
         self.bodies.append(body)
-        self.flags.append(DUPLICATE_ARGUMENT_KEYS.get())
+        self.flags.append(ARGUMENT_DEFECT.get())
         headers = [
             (b"content-type", self.content_type),
             (b"content-length", b"%d" % len(self.reply)),
@@ -66,9 +66,9 @@ async def test_an_admitted_body_is_handed_on_byte_for_byte_with_its_flag() -> No
     plain = CALL.replace(b',"a":2', b"")
     await _post(gate, plain)
     assert app.bodies == [CALL, plain]
-    assert app.flags == [True, False]
+    assert app.flags == [ArgumentDefect.DUPLICATE_KEYS, None]
     assert refusals == []
-    assert DUPLICATE_ARGUMENT_KEYS.get() is False  # the flag does not outlive its request
+    assert ARGUMENT_DEFECT.get() is None  # the flag does not outlive its request
 
 
 async def test_a_refused_body_is_answered_400_with_the_constant_error_and_never_handed_on() -> None:

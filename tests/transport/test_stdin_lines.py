@@ -7,7 +7,12 @@ import threading
 
 import anyio
 
-from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, PARSE_ERROR, GateRefusal
+from engram_memory.transport.json_gate import (
+    ARGUMENT_DEFECT,
+    PARSE_ERROR,
+    ArgumentDefect,
+    GateRefusal,
+)
 from engram_memory.transport.stdin_lines import OVERSIZED, StdinLines, raw_lines
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}'
@@ -58,13 +63,16 @@ async def test_admitted_lines_reach_the_reader_with_their_flag_and_refusals_are_
 
     lines = StdinLines(fd, accepts=lambda _message: True, max_bytes=1024)
     lines.answer_refusals(answer)
-    seen: list[tuple[str, bool]] = []
+    seen: list[tuple[str, ArgumentDefect | None]] = []
     try:
         with anyio.fail_after(10):
             lines.start()
             async for text in lines:
-                seen.append((text, DUPLICATE_ARGUMENT_KEYS.get()))
+                seen.append((text, ARGUMENT_DEFECT.get()))
     finally:
         os.close(fd)
-    assert seen == [(CALL.decode() + "\n", False), (DUPLICATED.decode() + "\n", True)]
+    assert seen == [
+        (CALL.decode() + "\n", None),
+        (DUPLICATED.decode() + "\n", ArgumentDefect.DUPLICATE_KEYS),
+    ]
     assert [refusal.code for refusal in refused] == [PARSE_ERROR]  # the blank line is no message

@@ -27,7 +27,7 @@ from engram_memory.contract.exceptions import QueryFileInvalid, QueryUsageError
 QUERY_PACKAGE = "engram_memory.admin"
 QUERY_DIRECTORY = "named_queries"  # audit/queries is a link to it, for readers of the repo
 PARAM_KINDS = ("text", "timestamp")
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")  # fullmatch only
 _HEADER = re.compile(r"^-- (name|description|param): (.*)$")
 _PARAM = re.compile(r"^([a-z][a-z0-9_]*) (text|timestamp)( required)?: (.+)$")
 ParamValue = str | datetime | None
@@ -90,7 +90,7 @@ def load_named_queries() -> dict[str, NamedQuery]:
     queries: dict[str, NamedQuery] = {}
     for entry in sorted(directory.iterdir(), key=lambda e: e.name):
         stem = entry.name.removesuffix(".sql")
-        if entry.name.endswith(".sql") and _NAME.match(stem):
+        if entry.name.endswith(".sql") and _NAME.fullmatch(stem):
             queries[stem] = parse_query_file(stem, entry.read_text(encoding="utf-8"))
     return queries
 

@@ -66,7 +66,7 @@ FORMAT = "engram-memory-backup"
 SNAPSHOT_SUFFIX = ".backup-snapshot"
 FORMAT_VERSION = 1
 PIECE = 1 << 20
-KEY_PATH = re.compile(r"^keys/[0-9a-f]{2}/[0-9a-f]{64}\.key$")
+KEY_PATH = re.compile(r"keys/[0-9a-f]{2}/[0-9a-f]{64}\.key")  # fullmatch only
 FIXED_PATHS = frozenset({DATABASE_FILE, DATABASE_FILE + ".wal", f"{KEYS_DIRECTORY}/{STATE_FILE}"})
 
 

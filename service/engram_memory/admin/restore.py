@@ -180,7 +180,7 @@ def _check_files(files: Any) -> None:
     seen: set[str] = set()
     for entry in files:
         path, size, sha = str(entry["path"]), int(entry["size"]), str(entry["sha256"])
-        if path in seen or not (path in FIXED_PATHS or KEY_PATH.match(path)):
+        if path in seen or not (path in FIXED_PATHS or KEY_PATH.fullmatch(path)):
             raise ValueError("path")
         if size < 0 or not re.fullmatch(r"[0-9a-f]{64}", sha):
             raise ValueError("entry")

@@ -139,7 +139,7 @@ def _restore(
     from engram_memory.policy.factory import open_policy_engine
 
     root = RootKey.load(config.root_key)
-    host_keys = HostKeyring.from_file(config.host_keys)
+    host_keys = HostKeyring.from_file(config.host_keys, config.store_audience)
 
     def clock_ms() -> int:
         return time.time_ns() // 1_000_000

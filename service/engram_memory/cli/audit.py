@@ -29,6 +29,7 @@ from engram_memory.contract.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from engram_memory.crypto.keys import RootKey
     from engram_memory.store.anchors import AnchorFile
 
 EXIT_CHAIN_BROKEN = 1
@@ -83,6 +84,15 @@ def _anchor_for(data_dir: Path, root_key: str | None) -> AnchorFile:
     return AnchorFile(data_dir, key)
 
 
+def _root_key(root_key: str | None) -> RootKey | None:
+    """The root key ring of `--root-key` or ENGRAM_ROOT_KEY, if either names one: with it
+    every key file is authenticated, not only shape-checked."""
+    from engram_memory.crypto.keys import RootKey
+
+    key_path = root_key or os.environ.get("ENGRAM_ROOT_KEY")
+    return RootKey.load(Path(key_path)) if key_path else None
+
+
 def _verify_command(args: argparse.Namespace) -> int:
     """`audit verify`: the result on stdout, one line; diagnostics stay on stderr."""
     # Imported here, not at the top: building the parser must stay cheap (cli/main.py).
@@ -120,7 +130,7 @@ def _verify_command(args: argparse.Namespace) -> int:
             print("\n".join(_checkpoint(args)[1]))
         return exc.exit_code
     try:
-        keys = audit_key_directory(data_dir)
+        keys = audit_key_directory(data_dir, _root_key(args.root_key))
     except KeyDirectoryInconsistent as exc:
         print(f"FAILED: {type(exc).__name__}: {exc}")
         return EXIT_CHAIN_BROKEN

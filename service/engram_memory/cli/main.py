@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from engram_memory._internal.log_lines import EscapingFormatter
 from engram_memory._internal.private_files import use_private_umask
 from engram_memory.contract.exceptions import ConfigurationError, EngramError, StoreRefusal
 
@@ -64,9 +65,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    # Every message escaped (log_lines.py): client-supplied values reach the log unformatted
+    # by us (the SDK logs a refused Host or Origin header as it came).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("mcp").setLevel(logging.WARNING)
     raw = list(sys.argv[1:] if argv is None else argv)
     command = chosen_command(raw)

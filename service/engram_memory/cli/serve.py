@@ -88,6 +88,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     _add_http_flags(serve)
     serve.add_argument(
+        "--store-audience",
+        help="this store's name in invocation tokens' `aud`: tokens must name it, and a token "
+        "naming another store is refused (env ENGRAM_STORE_AUDIENCE; default: none)",
+    )
+    serve.add_argument(
         "--refusal-burst",
         help="refusals audited one by one per key (peer or principal, reason, tool) and "
         "window before the rest are counted (env ENGRAM_REFUSAL_BURST; default: 10)",
@@ -133,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
             "bundle_service": args.bundle_service,
             "memory_enabled": "true" if args.enable_memory else None,
             "drain_seconds": args.drain_seconds,
+            "store_audience": args.store_audience,
             "refusal_burst": args.refusal_burst,
             "refusal_interval_s": args.refusal_interval_s,
             "checkpoint_key": args.checkpoint_key,

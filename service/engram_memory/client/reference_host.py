@@ -49,6 +49,8 @@ class Binding:
     # The principal's groups as the host's identity provider asserts them (`group:<name>`);
     # signed into the `groups` claim, sorted and unique. Empty = the claim is omitted.
     groups: tuple[str, ...] = ()
+    # The store's ENGRAM_STORE_AUDIENCE, signed as `aud` (None: the store has none).
+    audience: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def mint_for(signer: HostSigningKey, binding: Binding, **overrides: Any) -> str:
         purpose_ref=b.purpose_ref,
         audit_id=overrides.pop("audit_id", f"audit:{uuid.uuid4().hex}"),
         groups=groups,
+        audience=overrides.pop("audience", b.audience),
         **overrides,
     )
 

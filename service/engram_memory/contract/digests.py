@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
 
-DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch only
 ZERO_DIGEST = "sha256:" + "0" * 64
 
 

@@ -29,6 +29,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.ToolError: ErrorCode,
     x.PolicyUnavailable: ErrorCode.POLICY_UNAVAILABLE,
     x.PolicyStale: ErrorCode.POLICY_STALE,
+    x.ContentMismatch: ErrorCode.POLICY_STALE,
     x.ProtocolRefusal: ProtocolCode,
     x.ConfigurationError: EXIT_CONFIG,
     x.BundleError: EXIT_CONFIG,

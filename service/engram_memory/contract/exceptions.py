@@ -13,6 +13,7 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
         ToolError                   the ErrorCode it carries (envelope)
             PolicyUnavailable       POLICY_UNAVAILABLE
             PolicyStale             POLICY_STALE
+                ContentMismatch     POLICY_STALE (OPA serves other content than its revision)
         ProtocolRefusal             the ProtocolCode it carries (JSON-RPC error)
         ConfigurationError          exit 2
             BundleError             exit 2
@@ -115,6 +116,10 @@ class PolicyStale(ToolError):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__(ErrorCode.POLICY_STALE, detail)
+
+
+class ContentMismatch(PolicyStale):
+    """The OPA server serves other modules or data than the bundle its revision names."""
 
 
 class ProtocolRefusal(EngramError):

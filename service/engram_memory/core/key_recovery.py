@@ -19,6 +19,7 @@ from pathlib import Path
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.crypto.key_audit import KeyDirectoryReport, verify_key_directory
 from engram_memory.crypto.key_hygiene import SweepReport, sweep_directory
+from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.store import key_intents
 from engram_memory.store.database import Database
@@ -97,11 +98,13 @@ def recover_key_directory(
     return report
 
 
-def audit_key_directory(data_dir: Path) -> KeyDirectoryReport:
-    """Compare a stopped store's key directory with its rows (read-only; no root key needed).
+def audit_key_directory(data_dir: Path, root: RootKey | None = None) -> KeyDirectoryReport:
+    """Compare a stopped store's key directory with its rows (read-only), authenticating
+    every key file under `root` when given (its shape only without).
 
     Raises:
-        KeyDirectoryInconsistent: a live item lacks its key file, or an ended item's survives.
+        KeyDirectoryInconsistent: a live item lacks its key file, a key file is damaged, or
+            an ended item's survives.
         StoreUnavailable / StoreVersionSkew: the store cannot be opened.
     """
     database = Database.open(data_dir, read_only=True)
@@ -111,4 +114,4 @@ def audit_key_directory(data_dir: Path) -> KeyDirectoryReport:
             promised = key_intents.pending(tx)
     finally:
         database.close()
-    return verify_key_directory(data_dir / KEYS_DIRECTORY, items, promised)
+    return verify_key_directory(data_dir / KEYS_DIRECTORY, items, promised, root)

@@ -105,7 +105,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
     engine or store unusable (one line, named);
     StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
     root_key = RootKey.load(config.root_key)
-    host_keys = HostKeyring.from_file(config.host_keys)
+    host_keys = HostKeyring.from_file(config.host_keys, config.store_audience)
     checkpoint_key = load_checkpoint_key(config.checkpoint_key)
     # Before anything is written: a data directory holding another user's entry is refused.
     secure_data_dir(config.data_dir, tighten=False)

@@ -25,6 +25,7 @@
 | ENGRAM_HTTP_ALLOWED_ORIGINS | --http-allowed-origins | loopback origins; required off loopback |
 | ENGRAM_TLS_CERT, ENGRAM_TLS_KEY | --tls-cert, --tls-key | none; off loopback TLS or: |
 | ENGRAM_INSECURE_NO_TLS | --insecure-no-tls | false |
+| ENGRAM_STORE_AUDIENCE | --store-audience | none: tokens carry no `aud`; set: they name it |
 | ENGRAM_REFUSAL_BURST | --refusal-burst | 10: refusals audited one by one per key and window |
 | ENGRAM_REFUSAL_INTERVAL_S | --refusal-interval-s | 60: the window; then one counted summary |
 | ENGRAM_CHECKPOINT_KEY | --checkpoint-key | none (one warning: unsigned); Ed25519 PEM, 0600 |
@@ -48,6 +49,7 @@ from urllib.parse import urlparse
 from engram_memory._internal.config_values import boolean as _bool
 from engram_memory._internal.config_values import flag_or_env as _flag_or_env
 from engram_memory.contract.exceptions import ConfigurationError
+from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.policy.revision_trust import bundle_service_url
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
@@ -77,6 +79,8 @@ class ServiceConfig:
     # None: none are signed. Read (and checked) by app.open_service before the store opens.
     checkpoint_key: Path | None = None
     checkpoint_interval_s: int = DEFAULT_CHECKPOINT_INTERVAL_S
+    # This store's name in invocation tokens' `aud` (host/keys.py); None: tokens carry none.
+    store_audience: str | None = None
     # An OPA fleet's bundle service: the URL of the published bundle.tar.gz (revision_trust).
     bundle_service: str | None = None
 
@@ -200,6 +204,7 @@ def load_config(
             1,
             86_400,
         ),
+        store_audience=_audience(_flag_or_env(flags, env, "ENGRAM_STORE_AUDIENCE")),
         data_dir=Path(_flag_or_env(flags, env, "ENGRAM_DATA_DIR") or ".engram").expanduser(),
         host_keys=_existing_file(_flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), "ENGRAM_HOST_KEYS"),
         root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),
@@ -211,3 +216,14 @@ def load_config(
             _flag_or_env(flags, env, "ENGRAM_MEMORY_ENABLED") or "false", "ENGRAM_MEMORY_ENABLED"
         ),
     )
+
+
+def _audience(text: str | None) -> str | None:
+    """Raises: ConfigurationError: empty, over 256 bytes or holding a control character."""
+    if text is None:
+        return None
+    if not text or len(text.encode("utf-8")) > 256 or has_refused_character(text):
+        raise ConfigurationError(
+            "ENGRAM_STORE_AUDIENCE must be 1..256 bytes without control characters"
+        )
+    return text

@@ -19,11 +19,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.exceptions import GatewayConfigError, TokenInvalid
 from engram_memory.contract.groups import is_group_ref
+from engram_memory.contract.identifiers import SCOPE_PART, has_refused_character, is_scope_part
 from engram_memory.contract.types import ALWAYS_CONFIRMED_TOOLS, SELECTABLE_CONFIRMED_TOOLS, one_of
 from engram_memory.host.confirmation import check_approver
 
@@ -36,11 +45,25 @@ OPTIONALLY_CONFIRMED = SELECTABLE_CONFIRMED_TOOLS
 ASYMMETRIC_ALGORITHMS = frozenset(
     {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 )
-_SCOPE_PART = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+DEFAULT_MAX_TOKEN_LIFETIME_S = 86_400
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-Ref = Annotated[str, Field(min_length=1, max_length=512)]
-ScopePart = Annotated[str, Field(pattern=_SCOPE_PART)]
+
+def _identifier(value: str) -> str:
+    if has_refused_character(value):
+        raise ValueError("holds a control or format character")
+    return value
+
+
+def _scope_part(value: str) -> str:
+    # fullmatch, not a `^...$` pattern: `$` would also accept a trailing newline.
+    if not is_scope_part(value):
+        raise ValueError(f"must match {SCOPE_PART.pattern}")
+    return value
+
+
+Ref = Annotated[str, Field(min_length=1, max_length=512), AfterValidator(_identifier)]
+ScopePart = Annotated[str, AfterValidator(_scope_part)]
 
 
 class _Model(BaseModel):
@@ -61,6 +84,8 @@ class UpstreamConfig(_Model):
     command: tuple[str, ...] | None = Field(default=None, min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
     url: str | None = Field(default=None, pattern=r"^https?://")
+    # The upstream store's ENGRAM_STORE_AUDIENCE: signed as every token's `aud`.
+    audience: Ref | None = None
     timeout_s: float = Field(default=30, ge=1, le=300)
 
     @model_validator(mode="after")
@@ -190,6 +215,9 @@ class HttpBinding(_Model):
     allowed_origins: tuple[str, ...] = ()
     claims: ClaimsConfig = ClaimsConfig()
     scopes: tuple[ServedScope, ...] = Field(min_length=1)
+    # The longest lifetime a bearer token may have (`exp - iat`) or have left (`exp - now`):
+    # a stolen 10-year token would otherwise be a 10-year key. 1 min .. 7 days.
+    max_token_lifetime_s: int = Field(default=DEFAULT_MAX_TOKEN_LIFETIME_S, ge=60, le=604_800)
 
     @field_validator("algorithms")
     @classmethod

@@ -37,6 +37,7 @@ from mcp.shared.exceptions import MCPError
 
 from engram_memory.contract.types import ToolName
 from engram_memory.gateway.caller import Caller
+from engram_memory.transport.json_gate import INVALID_REQUEST
 
 CONFIRM_FIELD = "confirm"
 INPUT_KEY = "engram-memory/confirmation"
@@ -131,8 +132,11 @@ async def elicit_over_channel(
             )
     except TimeoutError:
         return Answer(False, "timed_out")
-    except MCPError:
-        return Answer(False, "elicitation_failed")
+    except MCPError as error:
+        # -32600: the JSON gate found the answer ambiguous (a duplicate key: json_gate.py)
+        # or the client itself said its answer was invalid; either way no yes.
+        invalid = error.error.code == INVALID_REQUEST
+        return Answer(False, "answer_invalid" if invalid else "elicitation_failed")
     except Exception:  # noqa: BLE001 - a malformed answer is never a yes
         return Answer(False, "elicitation_failed")
     return answer_of(result)

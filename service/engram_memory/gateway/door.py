@@ -12,11 +12,12 @@ Each refusal is recorded in the gateway audit log as `request_refused` (reason: 
 `RefusalReason` value), bounded like bad tokens (refusal_flood.py): anyone who can write to
 the gateway can send garbage, and every entry is fsynced.
 
-A tools/call whose arguments hold a duplicate key (raw or after NFC) is admitted with the
-gate's `DUPLICATE_ARGUMENT_KEYS` flag set in the context of the task that hands it on; the
-call path refuses it after the purpose rule (SPEC §1.8: purpose before schema) with an
-`INVALID_SCHEMA` envelope (SPEC §3), audited `call_refused`/`duplicate_argument_keys`,
-nothing sent upstream (forwarded, the SDK's parse would have collapsed it into a valid call).
+A tools/call whose arguments hold a duplicate key (raw or after NFC) or a lone surrogate is
+admitted with the gate's `ARGUMENT_DEFECT` set in the context of the task that hands it on;
+the call path refuses it after the purpose rule (SPEC §1.8: purpose before schema) with an
+`INVALID_SCHEMA` envelope (SPEC §3), audited `call_refused` with the defect as its reason
+(`duplicate_argument_keys`, `unpaired_surrogate_in_arguments`), nothing sent upstream
+(forwarded, the SDK's parse would have collapsed it into a valid call).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from engram_memory.transport.json_gate import INVALID_REQUEST, GateRefusal
 
 REQUEST_REFUSED = "request_refused"
 CALL_REFUSED = "call_refused"
-DUPLICATE_ARGUMENT_KEYS_REASON = "duplicate_argument_keys"
 # An oversized line or body: its id was never read, so it is answered with id null.
 OVERSIZED = GateRefusal(INVALID_REQUEST, None, RefusalReason.REQUEST_TOO_LARGE, "other")
 

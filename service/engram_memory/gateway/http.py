@@ -87,6 +87,7 @@ def token_rules(http: HttpBinding) -> TokenRules:
         groups=None if claims.groups is None else _source(claims.groups),
         agent=None if claims.agent is None else _source(claims.agent),
         required_scopes=tuple(http.required_scopes),
+        max_lifetime_s=http.max_token_lifetime_s,
     )
 
 

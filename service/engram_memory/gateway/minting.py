@@ -34,9 +34,11 @@ def _json(value: Any) -> bytes:
 class InvocationMinter:
     """Fresh invocation tokens for callers, under one host key and host id."""
 
-    def __init__(self, signer: HostSigningKey, host_id: str) -> None:
+    def __init__(self, signer: HostSigningKey, host_id: str, audience: str | None = None) -> None:
+        """`audience`: the upstream store's ENGRAM_STORE_AUDIENCE, signed as `aud`."""
         self._signer = signer
         self._host_id = host_id
+        self._audience = audience
         self._header = _b64(_json({"alg": "EdDSA", "kid": signer.kid, "typ": INVOCATION_TYP}))
 
     def mint(self, caller: Caller, purpose_ref: str, *, now_s: int | None = None) -> str:
@@ -56,6 +58,8 @@ class InvocationMinter:
         }
         if caller.groups:
             claims["groups"] = list(caller.groups)  # canonical: sorted and unique already
+        if self._audience is not None:
+            claims["aud"] = self._audience
         signing_input = self._header + b"." + _b64(_json(claims))
         signature = _b64(self._signer.private_key.sign(signing_input))
         return (signing_input + b"." + signature).decode("ascii")

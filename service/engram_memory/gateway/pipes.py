@@ -35,7 +35,7 @@ from mcp.shared.message import SessionMessage
 
 from engram_memory.contract.exceptions import LineTooLong
 from engram_memory.gateway.door import OVERSIZED, SdkModel, sdk_accepts
-from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, inspect_message
+from engram_memory.transport.json_gate import ARGUMENT_DEFECT, GateRefusal, inspect_message
 from engram_memory.transport.stdin_lines import StdinLines
 
 # The same bound `engram-memory serve` puts on a stdio request line (http_settings.py).
@@ -240,7 +240,7 @@ async def _loop_stdio(fast: FastPath | None, on_refusal: OnRefusal) -> AsyncIter
                 assert message is not None
                 # Set in this task, which hands the message on: the server's handler and
                 # the fast path's task run in a snapshot of its context (json_gate.py).
-                DUPLICATE_ARGUMENT_KEYS.set(verdict.duplicate_argument_keys)
+                ARGUMENT_DEFECT.set(verdict.argument_defect)
                 if not offered(message, group):
                     await to_server.send(SessionMessage(message))
             # The client closed stdin: what it asked for is still answered.

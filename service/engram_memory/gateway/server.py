@@ -10,9 +10,10 @@ agent's `idempotency_key`), envelopes and codes pass through unchanged.
 Refusals the gateway decides itself:
 - a purpose argument outside the caller's purposes: JSON-RPC -32603 (as the upstream would
   answer a purpose mismatch), audited `caller_refused`/`purpose_not_allowed`, nothing sent;
-- a tools/call of one of the six tools whose arguments held a duplicate key (the JSON gate's
-  `DUPLICATE_ARGUMENT_KEYS`, door.py), once the purpose rule passed: an `INVALID_SCHEMA`
-  envelope whose `auditId` is the gateway audit entry (`call_refused`), nothing sent;
+- a tools/call of one of the six tools whose arguments held a duplicate key or a lone
+  surrogate (the JSON gate's `ARGUMENT_DEFECT`, door.py), once the purpose rule passed: an
+  `INVALID_SCHEMA` envelope whose `auditId` is the gateway audit entry (`call_refused`),
+  nothing sent;
 - a confirmation not given: a `gate_failed` envelope whose `auditId` is the gateway audit
   entry, nothing sent;
 - an upstream that did not answer: `STORE_UNAVAILABLE` (nothing sent) or, for a mutation
@@ -49,7 +50,7 @@ from engram_memory.gateway import confirm
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import GatewayConfig
-from engram_memory.gateway.door import CALL_REFUSED, DUPLICATE_ARGUMENT_KEYS_REASON
+from engram_memory.gateway.door import CALL_REFUSED
 from engram_memory.gateway.minting import InvocationMinter
 from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.confirmation import (
@@ -59,7 +60,7 @@ from engram_memory.host.confirmation import (
 )
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS
+from engram_memory.transport.json_gate import ARGUMENT_DEFECT
 
 log = logging.getLogger("engram_memory.gateway")
 
@@ -119,16 +120,17 @@ def duplicate_arguments_refused(tool: str) -> bool:
     duplicate argument key: the JSON gate flagged it and the tool is one of the six (the
     upstream answers an unknown tool before it looks at arguments; forwarded, it still
     does)."""
-    return DUPLICATE_ARGUMENT_KEYS.get() and tool in TOOLS
+    return ARGUMENT_DEFECT.get() is not None and tool in TOOLS
 
 
 def refuse_duplicate_arguments(audit: GatewayAudit, caller: Caller, tool: str) -> str:
-    """The audit id of the `call_refused`/`duplicate_argument_keys` entry for this call.
+    """The audit id of the `call_refused` entry for this call, its reason the defect
+    (`duplicate_argument_keys` or `unpaired_surrogate_in_arguments`).
 
     Raises:
         GatewayAuditUnavailable: the entry cannot be written (the call fails closed).
     """
-    reason = DUPLICATE_ARGUMENT_KEYS_REASON
+    reason = str(ARGUMENT_DEFECT.get())
     return audit.record(CALL_REFUSED, reason=reason, caller=caller, tool=tool)
 
 
@@ -156,7 +158,7 @@ class _Gateway:
         self.config = config
         self.audit = audit
         self.signer = HostSigningKey.from_pem_file(config.signing_key)
-        self.minter = InvocationMinter(self.signer, config.host_id)
+        self.minter = InvocationMinter(self.signer, config.host_id, config.upstream.audience)
         self.confirmed = config.confirmed_tools
         self.states = confirm.RequestStates(config.confirmation.timeout_s)
 

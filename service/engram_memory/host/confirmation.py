@@ -22,11 +22,11 @@ transaction.
 from __future__ import annotations
 
 import time
-import unicodedata
 import uuid
 from dataclasses import dataclass
 
 from engram_memory.contract.exceptions import TokenInvalid
+from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import require_str, sign, verify
 
@@ -37,7 +37,6 @@ HUMAN_PREFIX = "human:"
 MAX_APPROVER_SUBJECT_BYTES = 256
 # Control, format (zero-width, bidi), surrogate, private-use and unassigned characters, and
 # line/paragraph separators: an approver naming a human must read the same to every auditor.
-_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def check_approver(approver: str) -> None:
         raise TokenInvalid("approver subject blank or padded")
     if len(subject.encode("utf-8")) > MAX_APPROVER_SUBJECT_BYTES:
         raise TokenInvalid("approver subject too long")
-    if any(unicodedata.category(ch) in _REFUSED_CATEGORIES for ch in approver):
+    if has_refused_character(approver):
         raise TokenInvalid("approver holds a control or format character")
 
 

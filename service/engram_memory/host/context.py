@@ -11,6 +11,7 @@ with these claims; a host in any language can mint it (see README "Host integrat
 | agent_id, session | str | the AI software and the MCP session the call arrives on |
 | purpose_ref | str | the declared purpose; must equal the argument `purpose_ref` after NFC |
 | audit_id | str | the host's audit id, echoed as `auditId` in every envelope |
+| aud | str, optional | the store the token is for (its ENGRAM_STORE_AUDIENCE) |
 | iat, exp | int (s) | issued / expires; `exp - iat` <= 300 |
 | deadline_ms | int, optional | epoch ms after which the call must not commit |
 | groups | [str], optional | the principal's groups, from the host's identity provider |
@@ -20,6 +21,12 @@ most 256 UTF-8 bytes, NFC, without `*` or control/format characters; absent (or 
 groups, anything else makes the whole token invalid. The token as a whole stays within 8192
 bytes, which bounds the total.
 
+`aud` binds a token to one store: a store with an audience configured accepts only tokens
+naming it, and a token naming an audience is accepted by no other store (one without an
+audience included), so a token spent on one store cannot be spent again on another that
+trusts the same host key. SPEC does not define `aud`; without it a token is accepted by every
+store that has no audience configured, as before.
+
 SPEC does not define `groups`: it only widens which grants of the policy data apply (README
 "Host integration"); the tool contract is unchanged, and a context without it behaves exactly
 as before.
@@ -28,7 +35,6 @@ as before.
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,12 +43,12 @@ from typing import Any
 from engram_memory.contract.canonical import nfc
 from engram_memory.contract.exceptions import NonCanonicalValue, TokenInvalid
 from engram_memory.contract.groups import MAX_GROUPS, is_group_ref
+from engram_memory.contract.identifiers import is_scope_part
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import require_str, sign, verify
 
 INVOCATION_META_KEY = "engram-memory/invocation"
 INVOCATION_TYP = "engram-invocation+jwt"
-_SCOPE_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -76,9 +82,10 @@ def verify_invocation(
         TokenInvalid: missing, unsigned, untrusted, expired, malformed, or a wildcard scope.
     """
     claims = verify(token, keyring, INVOCATION_TYP, time.time() if now_s is None else now_s)
+    _check_audience(claims.get("aud"), keyring.audience)
     tenant = require_str(claims, "tenant", 128)
     workspace = require_str(claims, "workspace", 128)
-    if not _SCOPE_PART.match(tenant) or not _SCOPE_PART.match(workspace):
+    if not is_scope_part(tenant) or not is_scope_part(workspace):
         raise TokenInvalid("tenant/workspace shape")
     deadline = claims.get("deadline_ms")
     if deadline is not None and (not isinstance(deadline, int) or isinstance(deadline, bool)):
@@ -101,6 +108,15 @@ def verify_invocation(
         deadline_ms=deadline,
         groups=_verified_groups(claims["groups"]) if "groups" in claims else (),
     )
+
+
+def _check_audience(aud: object, audience: str | None) -> None:
+    """Raises: TokenInvalid: `aud` is not this store's audience (absent when it has one,
+    present when it has none or another)."""
+    if aud is None and audience is None:
+        return
+    if not isinstance(aud, str) or aud != audience:
+        raise TokenInvalid("audience is not this store")
 
 
 def _verified_groups(value: object) -> tuple[str, ...]:
@@ -135,6 +151,7 @@ def mint_invocation(
     deadline_ms: int | None = None,
     groups: Sequence[str] | None = None,
     now_s: int | None = None,
+    audience: str | None = None,
 ) -> str:
     """Mint an invocation context token (used by the reference host and tests).
 
@@ -158,4 +175,6 @@ def mint_invocation(
         claims["deadline_ms"] = deadline_ms
     if groups:
         claims["groups"] = list(groups)
+    if audience is not None:
+        claims["aud"] = audience
     return sign(claims, signer, INVOCATION_TYP)

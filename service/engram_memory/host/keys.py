@@ -44,9 +44,16 @@ def key_thumbprint(key: Ed25519PublicKey) -> str:
 
 @dataclass(frozen=True)
 class HostKeyring:
-    """The trusted host public keys, by `kid`."""
+    """The trusted host public keys, by `kid`, and the audience this store answers to.
+
+    `audience` (ENGRAM_STORE_AUDIENCE): the store's own name in invocation tokens' `aud`. When
+    one host key is trusted by several stores, a token spent on one must not be accepted by
+    another: with an audience set, a token must name it; a token naming any audience is
+    accepted only by the store of that audience (host/context.py).
+    """
 
     keys: Mapping[str, Ed25519PublicKey]
+    audience: str | None = None
 
     def get(self, kid: str | None) -> Ed25519PublicKey | None:
         if kid is None:
@@ -55,7 +62,7 @@ class HostKeyring:
         return self.keys.get(kid)
 
     @classmethod
-    def from_file(cls, path: Path) -> HostKeyring:
+    def from_file(cls, path: Path, audience: str | None = None) -> HostKeyring:
         """Load trusted keys from a PEM bundle or a JWKS document.
 
         Raises:
@@ -71,7 +78,7 @@ class HostKeyring:
         keys = _parse_jwks(text) if text.lstrip().startswith("{") else _parse_pem_bundle(text)
         if not keys:
             raise ConfigurationError(f"host keys file {path} holds no Ed25519 public key")
-        return cls(keys)
+        return cls(keys, audience)
 
 
 def _parse_pem_bundle(text: str) -> dict[str, Ed25519PublicKey]:

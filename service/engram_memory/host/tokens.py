@@ -13,6 +13,7 @@ from typing import Any
 import jwt
 
 from engram_memory.contract.exceptions import TokenExpired, TokenInvalid
+from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 
 MAX_TOKEN_LIFETIME_S = 300
@@ -56,7 +57,13 @@ def verify(
             key,
             algorithms=["EdDSA"],
             # exp/iat are checked below against the caller's clock, so tests can pin time.
-            options={"verify_exp": False, "verify_iat": False, "verify_nbf": False},
+            # `aud` is the invocation context's to check (host/context.py), not PyJWT's.
+            options={
+                "verify_exp": False,
+                "verify_iat": False,
+                "verify_nbf": False,
+                "verify_aud": False,
+            },
         )
     except jwt.PyJWTError as exc:
         raise TokenInvalid("bad signature") from exc
@@ -79,8 +86,17 @@ def _is_int(value: object) -> bool:
 
 
 def require_str(claims: Mapping[str, Any], name: str, max_bytes: int = 512) -> str:
-    """Raises: TokenInvalid: the claim is absent, not a string, empty or too long."""
+    """Every string claim is an identifier (host, principal, agent, session, purpose, audit
+    id, approver, target): none may hold a control or format character, which would reach
+    the audit and the logs verbatim.
+
+    Raises:
+        TokenInvalid: the claim is absent, not a string, empty, too long, or holds a control,
+            format or separator character.
+    """
     value = claims.get(name)
-    if not isinstance(value, str) or not value or len(value.encode("utf-8")) > max_bytes:
+    if not isinstance(value, str) or not value or has_refused_character(value):
+        raise TokenInvalid(f"claim {name} invalid")
+    if len(value.encode("utf-8")) > max_bytes:
         raise TokenInvalid(f"claim {name} invalid")
     return value

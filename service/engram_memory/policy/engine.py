@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-DIGEST_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch only
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class BundleIdentity:
     digest: str
 
     def __post_init__(self) -> None:
-        if not DIGEST_PATTERN.match(self.digest):
+        if not DIGEST_PATTERN.fullmatch(self.digest):
             raise ValueError("bundle digest must be sha256:<64 hex>")
         if (
             not self.revision.endswith("+" + self.digest)

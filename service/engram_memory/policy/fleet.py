@@ -6,6 +6,11 @@ An OPA fleet is an OPA URL (`ENGRAM_POLICY`) plus the bundle service its nodes p
 verification key: the startup bundle is verified as always (its signature included), and
 any revision OPA later reports is trusted once the bundle the bundle service publishes is
 verified to be that revision, signed by that key (policy/revision_trust.py).
+
+Whatever the OPA mode, the revision label OPA reports is not taken on its word: the content
+OPA serves is read back and must be the bundle that revision names (served_content.py), at
+start (a mismatch refuses to start) and at least every 30 s per revision in use (a mismatch
+is `POLICY_STALE`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,59 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from engram_memory.contract.exceptions import ConfigurationError
+from engram_memory.contract.exceptions import (
+    ConfigurationError,
+    ContentMismatch,
+    PolicyUnavailable,
+)
+from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, tarball_files
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.policy.revision_trust import RevisionTrust, SignedRevisionTrust, fetch_bundle
+from engram_memory.policy.opa_server import OpaServerEngine
+from engram_memory.policy.revision_trust import (
+    PinnedRevision,
+    RevisionTrust,
+    SignedRevisionTrust,
+    fetch_bundle,
+)
+from engram_memory.policy.served_content import (
+    ServedContentTrust,
+    expected_served_digest,
+)
 from engram_memory.policy.signing import VerificationKey, verify_signed_tarball
+
+
+def _expected(tar_bytes: bytes, where: str) -> tuple[str, tuple[str, ...]]:
+    return expected_served_digest(tarball_files(tar_bytes, where))
+
+
+def _served_check(
+    engine: PolicyEngine, trust: RevisionTrust, expected: dict[str, tuple[str, tuple[str, ...]]]
+) -> RevisionTrust:
+    """`trust`, proving also that an OPA server serves the bundle each revision names
+    (served_content.py); the embedded engine runs the verified bytes themselves."""
+    if not isinstance(engine, OpaServerEngine):
+        return trust
+    return ServedContentTrust(trust, engine, expected)
+
+
+def _prove_at_start(trust: RevisionTrust, revision: str, url: str) -> None:
+    """Refuse to start when the OPA server serves other content than the startup bundle.
+
+    Raises:
+        ConfigurationError: it does (one line).
+    """
+    if not isinstance(trust, ServedContentTrust):
+        return
+    try:
+        trust.prove(revision)
+    except ContentMismatch:
+        raise ConfigurationError(
+            f"the OPA server at {url} serves other policies or data than bundle revision "
+            f"{revision}; receipts would name a bundle it does not run"
+        ) from None
+    except PolicyUnavailable:
+        pass  # not answering yet: every decision proves it before it counts
 
 
 @contextlib.contextmanager
@@ -30,16 +83,28 @@ def open_policy(
     bundle_service: str | None = None,
 ) -> Iterator[tuple[PolicyEngine, BundleIdentity | RevisionTrust]]:
     """Open the engine `policy` names and what decides which revisions it may answer from:
-    the startup bundle's identity, or for an OPA fleet (`bundle_service`) a
-    `SignedRevisionTrust` starting from it.
+    the startup bundle's identity (embedded), a pinned revision whose served content an OPA
+    server must prove, or for an OPA fleet (`bundle_service`) a `SignedRevisionTrust`
+    starting from it, each revision's content proven too.
 
     Raises:
         ConfigurationError: a bundle service without an OPA URL or without a verification
-            key; and everything `open_policy_engine` raises.
+            key; an OPA server serving other content than the startup bundle; and
+            everything `open_policy_engine` raises.
     """
+    directory = Path(bundle_dir) if bundle_dir is not None else DEFAULT_BUNDLE_DIR
     if bundle_service is None:
-        with open_policy_engine(policy, bundle_dir, verification_key=verification_key) as opened:
-            yield opened
+        with open_policy_engine(policy, bundle_dir, verification_key=verification_key) as (
+            engine,
+            identity,
+        ):
+            if not isinstance(engine, OpaServerEngine):
+                yield engine, identity
+                return
+            expected = {identity.revision: _expected(_tarball(directory), str(directory))}
+            trust = _served_check(engine, PinnedRevision(identity), expected)
+            _prove_at_start(trust, identity.revision, engine.url)
+            yield engine, trust
         return
     if not policy.startswith(("http://", "https://")):
         raise ConfigurationError("ENGRAM_BUNDLE_SERVICE needs ENGRAM_POLICY set to an OPA URL")
@@ -49,11 +114,29 @@ def open_policy(
         )
     key = verification_key
     with open_policy_engine(policy, bundle_dir, verification_key=key) as (engine, startup):
+        expected = {startup.revision: _expected(_tarball(directory), str(directory))}
+
+        def verify(tar_bytes: bytes) -> BundleIdentity:
+            identity = verify_signed_tarball(tar_bytes, key)
+            # What OPA must serve for this revision: the very bytes just verified.
+            expected[identity.revision] = _expected(tar_bytes, "published bundle")
+            return identity
+
         # The startup bundle's signature was checked by open_policy_engine: trusted at once.
-        trust = SignedRevisionTrust(
+        signed = SignedRevisionTrust(
             startup,
             fetch=lambda: fetch_bundle(bundle_service),
-            verify=lambda tar_bytes: verify_signed_tarball(tar_bytes, key),
+            verify=verify,
             startup_trusted=True,
         )
-        yield engine, trust
+        # No proof at start: the fleet may already serve a later revision (each decision
+        # proves the revision it came from).
+        yield engine, _served_check(engine, signed, expected)
+
+
+def _tarball(directory: Path) -> bytes:
+    """Raises: ConfigurationError: the (already verified) tarball cannot be read again."""
+    try:
+        return (directory / BUNDLE_FILE).read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"{directory / BUNDLE_FILE}: cannot read bundle") from exc

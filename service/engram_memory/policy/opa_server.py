@@ -134,6 +134,46 @@ class OpaServerEngine:
             raise PolicyUnavailable("opa server: bundle has no revision")
         return revision
 
+    def served_modules(self) -> dict[str, str]:
+        """`{id: raw source}` of every module OPA holds (`GET /v1/policies`).
+
+        Raises:
+            PolicyUnavailable: unreachable, or not the documented answer.
+        """
+        body = self._get("policies")
+        modules = body.get("result")
+        if not isinstance(modules, list):
+            raise PolicyUnavailable("opa server: policies answer is not a list")
+        served: dict[str, str] = {}
+        for module in modules:
+            if not isinstance(module, dict):
+                raise PolicyUnavailable("opa server: policies answer is malformed")
+            module_id, raw = module.get("id"), module.get("raw")
+            if not isinstance(module_id, str) or not isinstance(raw, str):
+                raise PolicyUnavailable("opa server: policies answer is malformed")
+            served[module_id] = raw
+        return served
+
+    def served_data(self, path: str) -> object:
+        """The document at `data/<path>` (`GET /v1/data/<path>`), None when undefined.
+
+        Raises:
+            PolicyUnavailable: unreachable, or not the documented answer.
+        """
+        return self._get(f"data/{path}").get("result")
+
+    def _get(self, path: str) -> dict[str, Any]:
+        client = self._client()
+        try:
+            # The client's own session (its token and TLS settings); it has no generic GET.
+            response = client._session.get(f"{client.root_url}/{path}", timeout=client.timeout)
+            body = response.json() if response.status_code == 200 else None
+        except (OSError, ValueError) as exc:
+            raise PolicyUnavailable(f"opa server: {type(exc).__name__}") from exc
+        if not isinstance(body, dict):
+            raise PolicyUnavailable(f"opa server: GET {path.split('/')[0]} failed")
+        return body
+
     def answers_health(self) -> bool:
         """Whether OPA answers `/health?bundles` now (a startup diagnostic, not a gate:
         decisions fail closed on their own when it does not)."""

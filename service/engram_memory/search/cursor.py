@@ -30,9 +30,9 @@ MAX_CURSOR_BYTES = 512
 MIN_SECRET_BYTES = 32
 _U64_MAX = 2**64 - 1
 
-_BASE64URL = re.compile(r"^[A-Za-z0-9_-]+$")
-_JOURNAL_CURSOR = re.compile(r"^(0|[1-9][0-9]*)$")
-_MAC = re.compile(r"^[0-9a-f]{64}$")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+")  # each used with fullmatch
+_JOURNAL_CURSOR = re.compile(r"0|[1-9][0-9]*")
+_MAC = re.compile(r"[0-9a-f]{64}")
 _KEYS = frozenset({"profile", "valid_as_of", "system_as_of", "offset", "ordered_ids_digest", "mac"})
 
 

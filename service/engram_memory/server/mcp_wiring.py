@@ -47,7 +47,7 @@ from engram_memory.host.confirmation import CONFIRMATION_META_KEY
 from engram_memory.host.context import INVOCATION_META_KEY
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 from engram_memory.transport.http_settings import DEFAULT_MAX_REQUEST_BYTES
-from engram_memory.transport.json_gate import DUPLICATE_ARGUMENT_KEYS, GateRefusal, protocol_method
+from engram_memory.transport.json_gate import ARGUMENT_DEFECT, GateRefusal, protocol_method
 from engram_memory.transport.json_gate_http import mark_handler_reached
 from engram_memory.transport.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.transport.stdio_serving import CountingReads, CountingWrites, stop_on_signal
@@ -188,7 +188,7 @@ def build_server(
             cancellation=cancellation,
             # Set by the JSON gate for this very message (json_gate.py explains why a
             # context variable): the client cannot set it.
-            duplicate_argument_keys=DUPLICATE_ARGUMENT_KEYS.get(),
+            argument_defect=ARGUMENT_DEFECT.get(),
             transport=transport,
             peer=_peer(ctx, transport),
         )

@@ -16,14 +16,14 @@ from engram_memory.contract.exceptions import StoreVersionSkew
 if TYPE_CHECKING:
     from engram_memory.store.transaction import Transaction
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_MIGRATION_NAME = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")  # fullmatch only
 
 
 def _migrations() -> list[tuple[int, str, str]]:
     folder = resources.files("engram_memory.store").joinpath("migrations")
     found = []
     for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
+        match = _MIGRATION_NAME.fullmatch(entry.name)
         if match:
             found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
     return sorted(found)

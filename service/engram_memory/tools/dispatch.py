@@ -103,14 +103,15 @@ def parse_call(
     audit: CallAudit,
     raw_arguments: object,
     *,
-    duplicate_keys: bool = False,
+    argument_defect: str | None = None,
 ) -> ParsedArguments:
     """The steps of SPEC §1.8 before a tool's own: visibility, rate limits, purpose
     binding, schema and secrets. Shared by every call and the bulk import
     (admin/importing.py).
 
-    `duplicate_keys`: the raw arguments held a key twice (raw or after NFC, SPEC §3); the
-    parsed object kept only one of them, so it is refused as the schema error it is, before
+    `argument_defect`: the JSON gate found the raw arguments unreadable as they stand (a key
+    twice, raw or after NFC, or a lone surrogate: SPEC §3); the parsed object kept one of
+    the keys or a replacement character, so it is refused as the schema error it is, before
     anything (the bound purpose included) is read from it.
 
     Raises:
@@ -123,8 +124,8 @@ def parse_call(
         raise ProtocolRefusal(ProtocolCode.UNKNOWN_TOOL, "tool not visible to binding")
     # Before the arguments are looked at: malformed calls count against the limit too.
     steps.admit_rate(ctx, discovery.limits_for(ctx.tool))
-    if duplicate_keys:
-        raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:duplicate_key")
+    if argument_defect is not None:
+        raise ToolError(ErrorCode.INVALID_SCHEMA, f"arguments:{argument_defect}")
     tool = ToolName(ctx.tool)
     arguments = decode_arguments(raw_arguments)
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
@@ -142,7 +143,7 @@ class CallRequest:
     cancellation: threading.Event | None = None
     # The JSON gate saw a duplicate key in the raw arguments (json_gate.py); never set from
     # anything the client sent in the parsed request.
-    duplicate_argument_keys: bool = False
+    argument_defect: str | None = None  # json_gate.ArgumentDefect, set by the gate only
     # Where the call came from, for the audit of its refusals (contract/refusals.py): the
     # transport, and the client's IP over HTTP or "stdio".
     transport: str = "in-process"
@@ -339,7 +340,7 @@ class MemoryService:
         commits_before = self.services.database.commits_on_this_thread()
         try:
             parsed = parse_call(
-                ctx, audit, request.arguments, duplicate_keys=request.duplicate_argument_keys
+                ctx, audit, request.arguments, argument_defect=request.argument_defect
             )
             ctx.check_still_wanted()
             return _HANDLERS[request.tool](ctx, audit, parsed, request.confirmation_token)

@@ -24,7 +24,7 @@ from typing import Any
 from engram_memory.contract.errors import wire_error_message
 from engram_memory.contract.refusals import RefusalReason
 from engram_memory.transport.json_gate import (
-    DUPLICATE_ARGUMENT_KEYS,
+    ARGUMENT_DEFECT,
     INVALID_REQUEST,
     GateRefusal,
     inspect_message,
@@ -74,11 +74,13 @@ class JsonGate:
             await _send_json(send, 400, verdict.answer_bytes())
             await self._on_refusal(verdict, _peer(scope))
             return
-        flag = DUPLICATE_ARGUMENT_KEYS.set(verdict.duplicate_argument_keys)
+        if verdict.forward is not None:  # the gate's re-encoding (json_gate.py: surrogates)
+            replay = _Replay([verdict.forward], receive)
+        flag = ARGUMENT_DEFECT.set(verdict.argument_defect)
         try:
             await self._app(scope, replay, send)
         finally:
-            DUPLICATE_ARGUMENT_KEYS.reset(flag)
+            ARGUMENT_DEFECT.reset(flag)
         message = verdict.message
         method = protocol_method(message.get("method") if isinstance(message, dict) else None)
         await self._audit_transport_refusal(scope, send.status, method)

@@ -20,8 +20,9 @@ import anyio.lowlevel
 
 from engram_memory.contract.refusals import RefusalReason
 from engram_memory.transport.json_gate import (
-    DUPLICATE_ARGUMENT_KEYS,
+    ARGUMENT_DEFECT,
     INVALID_REQUEST,
+    ArgumentDefect,
     GateRefusal,
     inspect_message,
 )
@@ -32,7 +33,7 @@ class GatedLine:
     """A line the JSON gate admitted, decoded, with what the gate found in its arguments."""
 
     text: str
-    duplicate_argument_keys: bool
+    argument_defect: ArgumentDefect | None
 
 
 RefusalAnswer = Callable[[GateRefusal], Awaitable[None]]
@@ -116,7 +117,7 @@ class StdinLines:
             elif item is not None:
                 # The SDK sends the line on from this task right after: its snapshot of this
                 # task's context carries the flag to the call's handler.
-                DUPLICATE_ARGUMENT_KEYS.set(item.duplicate_argument_keys)
+                ARGUMENT_DEFECT.set(item.argument_defect)
                 return item.text
         await self._ended.wait()
         raise StopAsyncIteration
@@ -134,7 +135,8 @@ def _gated(
     verdict = inspect_message(line, accepts=accepts)
     if isinstance(verdict, GateRefusal):
         return verdict
-    return GatedLine(line.decode("utf-8") + "\n", verdict.duplicate_argument_keys)
+    forwarded = line if verdict.forward is None else verdict.forward
+    return GatedLine(forwarded.decode("utf-8") + "\n", verdict.argument_defect)
 
 
 class OversizedLine:

@@ -27,7 +27,7 @@ from engram_memory.policy.authoring.data import (
 
 # `<type>:<id>`: how hosts write principals, purposes and families (SPEC keeps them
 # opaque; the type is what keeps `bob` of one system apart from `bob` of another).
-_TYPED = re.compile(r"^[a-z][a-z0-9_.-]*:.+")
+_TYPED = re.compile(r"[a-z][a-z0-9_.-]*:.+")  # fullmatch only
 _BOUNDARY = ("/", ":", "#", "-", "_", ".", "=", "@")
 
 
@@ -73,7 +73,7 @@ def _check_identifiers(out: _Collector, ws: Workspace, base: Path_) -> None:
     for position, grant in enumerate(ws.grants):
         loc = (*base, "grants", position, "principal")
         # A grant may name a group instead (its `group:` form is checked by the schema).
-        if grant.principal is not None and not _TYPED.match(grant.principal):
+        if grant.principal is not None and not _TYPED.fullmatch(grant.principal):
             out.warn(
                 "missing-type-prefix",
                 loc,
@@ -85,7 +85,7 @@ def _check_identifiers(out: _Collector, ws: Workspace, base: Path_) -> None:
             _check_typed(out, (*base, "grants", position, "purposes", index), purpose, "purpose")
     for loc, principals in _principal_lists(ws, base):
         for index, principal in enumerate(principals):
-            if not _TYPED.match(principal):
+            if not _TYPED.fullmatch(principal):
                 out.warn("missing-type-prefix", (*loc, index), _untyped_principal(principal))
     for position, rule in enumerate(ws.redaction):
         for index, purpose in enumerate(rule.purposes or ()):
@@ -277,7 +277,7 @@ def lint_policy(policy: TenantPolicy, source: YamlSource) -> list[LintWarning]:
     out = _Collector(source)
     if policy.retention is not None and policy.retention.retain is not None:
         for index, principal in enumerate(policy.retention.retain.principals or ()):
-            if not _TYPED.match(principal):
+            if not _TYPED.fullmatch(principal):
                 loc: Path_ = ("retention", "retain", "principals", index)
                 out.warn("missing-type-prefix", loc, _untyped_principal(principal))
     for name, ws in policy.workspaces.items():
