@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from engram_memory.core import indexing
+from engram_memory.core.opening import open_store
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.core.service_config import EMBEDDED, ServiceConfig
-from engram_memory.core.opening import open_store
 from engram_memory.store import memory
 from engram_memory.store.database import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.store.side_writes import sweep_orphan_index
