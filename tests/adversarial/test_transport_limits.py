@@ -88,6 +88,7 @@ def _server(
         )
     try:
         url = f"{scheme}://127.0.0.1:{bound_port(port_file, process)}/mcp"
+        _DATA_DIRS[url] = workdir / "data"
         _wait_for(
             lambda: "streamable HTTP on" in log_path.read_text() or process.poll() is not None
         )
@@ -98,13 +99,15 @@ def _server(
         process.wait(timeout=20)
 
 
+# The store of each server `_server` started, by its URL (its port is known only once bound).
+_DATA_DIRS: dict[str, Path] = {}
+
+
 def _data_dir(tmp_path: Path, url: str) -> Path:
     """The store of the server `_server(tmp_path, ...)` serves at `url`."""
-    return tmp_path / f"data-{_port(url)}"
-
-
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/")[0])
+    data_dir = _DATA_DIRS[url]
+    assert data_dir.is_relative_to(tmp_path)
+    return data_dir
 
 
 def _refusals(tmp_path: Path, url: str, reason: str, peer: str) -> int:
