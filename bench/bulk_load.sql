@@ -35,7 +35,11 @@ SELECT $1, md5('t' || (i % 5000)::VARCHAR), 'bulk-r' || $2 || (i // 8), 'primary
 FROM range($3 * 8) r(i);
 
 -- name: audit
-INSERT INTO audit_entries
+-- Columns named: later migrations added columns (transport, peer, confirmation evidence...)
+-- with defaults, which a bare INSERT ... SELECT of the first 17 would not fill.
+INSERT INTO audit_entries (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref,
+    session_ref, tool, outcome, target_ids_json, receipt_digests_json, bundle_digest,
+    bundle_revision, idempotency_key_digest, detail, previous_hash, entry_hash)
 SELECT $4 + i + 1, 't', 'bulk-a' || $2 || i, $1, 'p', 'ag', 'se', 'bulk', 'ok', '[]', '[]', 'b', 'r',
        '', '', 'h', md5(i::VARCHAR)
 FROM range($3 * 2) r(i);

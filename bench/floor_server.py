@@ -19,6 +19,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from engram_memory.transport.http_serving import HealthProbe
+from engram_memory.transport.stopping import GracefulStop
+
 TOOL = "floor_echo"
 _WORKERS = anyio.CapacityLimiter(4)
 
@@ -68,8 +71,11 @@ def main() -> int:
     app = build().streamable_http_app(
         streamable_http_path="/mcp", json_response=False, host="127.0.0.1"
     )
+    # The real server's health probe in front, as in serve: the start-up wait
+    # (`wait_until_listening`) asks /healthz, and every MCP request passes the same check.
+    probed = HealthProbe(app, GracefulStop())
     uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        uvicorn.Config(probed, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     ).run()
     return 0
 

@@ -10,12 +10,14 @@ warm-up calls, through the engine alone (`engine.evaluate`) and through the deci
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
-from bench.report import write_report
+from bench.report import RESULTS, write_report
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, load_bundle_identity
 from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
@@ -92,7 +94,11 @@ def bench(name: str, engine: PolicyEngine, n: int) -> dict[str, dict[str, list[f
 
 
 def main(argv: list[str]) -> int:
-    n = int(argv[0]) if argv else 2000
+    parser = argparse.ArgumentParser(description="Policy decision latency per engine")
+    parser.add_argument("n", nargs="?", type=int, default=2000, help="decisions per domain")
+    parser.add_argument("--out", default=str(RESULTS), help="results directory")
+    args = parser.parse_args(argv)
+    n = args.n
     series: dict[str, dict[str, list[float]]] = {}
     embedded = EmbeddedWasmEngine(DEFAULT_BUNDLE_DIR)
     try:
@@ -112,6 +118,7 @@ def main(argv: list[str]) -> int:
             f"bench/policy_engines.py {n}",
             series,
             "µs",
+            Path(args.out),
         )
     )
     return 0

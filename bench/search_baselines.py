@@ -1,12 +1,13 @@
 """The memory servers people use today, loaded with the same corpus and searched over stdio.
 
-- The MCP reference memory server (`@modelcontextprotocol/server-memory`, npm), installed
-  with npm into the cache directory. Loaded by writing its JSONL memory file directly (its
-  README documents `MEMORY_FILE_PATH` as its storage, one `{"type": "entity", ...}` object a
-  line; every tool call re-reads that file), one entity per record: name = the capture's
-  idempotency key, type `decision`, observations = the component texts and the citations'
-  `source_ref`s. Searched with its own `search_nodes` tool: a case-insensitive substring
-  match of the whole query over names, types and observations, returning every match.
+- The MCP reference memory server (`@modelcontextprotocol/server-memory`, npm), pinned and
+  installed by `scripts/lib.sh`'s `ensure_reference_memory_server` (never by the bench).
+  Loaded by writing its JSONL memory file directly (its README documents `MEMORY_FILE_PATH`
+  as its storage, one `{"type": "entity", ...}` object a line; every tool call re-reads that
+  file), one entity per record: name = the capture's idempotency key, type `decision`,
+  observations = the component texts and the citations' `source_ref`s. Searched with its own
+  `search_nodes` tool: a case-insensitive substring match of the whole query over names,
+  types and observations, returning every match.
 - Basic Memory (`basic-memory`, PyPI), in its own virtualenv under Python >= 3.12. Loaded by
   its documented `basic-memory import memory-json` (the same JSONL file: one Markdown note a
   record) and `basic-memory reindex --search` (its full-text index; no embeddings: they
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,7 +44,9 @@ from bench.stdio_probe import (
 )
 
 CACHE = Path(os.environ.get("ENGRAM_BENCH_CACHE", Path.home() / ".cache/engram-memory/bench"))
-REFERENCE_PACKAGE, REFERENCE_VERSION = "@modelcontextprotocol/server-memory", "2026.8.31"
+REFERENCE_PACKAGE = "@modelcontextprotocol/server-memory"
+REFERENCE_ENV = "ENGRAM_REFERENCE_MEMORY_SERVER"
+_ROOT = Path(__file__).resolve().parents[1]
 BASIC_MEMORY_VERSION = "0.24.1"
 _PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 _PYTHONS = (
@@ -57,6 +61,23 @@ class Unavailable(Exception):
     """A baseline cannot be installed or run here; the message is the printed reason."""
 
 
+def reference_version() -> str:
+    """The reference server version `scripts/lib.sh` pins (one pin for installer and bench)."""
+    match = re.search(
+        r"^REFERENCE_MEMORY_VERSION=(\S+)", (_ROOT / "scripts/lib.sh").read_text(), re.M
+    )
+    if match is None:
+        raise Unavailable("scripts/lib.sh no longer pins REFERENCE_MEMORY_VERSION")
+    return match.group(1)
+
+
+def reference_server_entry() -> Path:
+    """Where `ensure_reference_memory_server` puts the pinned server's entry point."""
+    tools = Path(os.environ.get("ENGRAM_TOOL_CACHE", Path.home() / ".cache/engram-memory/tools"))
+    package = tools / f"server-memory-{reference_version()}" / "node_modules" / REFERENCE_PACKAGE
+    return package / "dist" / "index.js"
+
+
 def _run(
     command: Sequence[str], seconds: float, log: Path, env: dict[str, str] | None = None
 ) -> None:
@@ -68,6 +89,8 @@ def _run(
     """
     name = f"{Path(command[0]).name} {command[1]}"
     start = time.perf_counter()
+    # The cache may not exist yet (an empty HOME): nothing else creates the log's folder.
+    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as output:
         try:
             child = subprocess.Popen(list(command), stdout=output, stderr=output, env=env)
@@ -113,28 +136,22 @@ class ReferenceServer:
     entry: Path = Path()
 
     def install(self) -> None:
-        """Raises: Unavailable: no npm, or the package cannot be installed."""
-        prefix = CACHE / f"server-memory-{REFERENCE_VERSION}"
-        self.entry = prefix / "node_modules" / REFERENCE_PACKAGE / "dist" / "index.js"
-        if self.entry.is_file():
-            return
-        npm = shutil.which("npm")
-        if npm is None or shutil.which("node") is None:
-            raise Unavailable("node/npm not installed")
-        progress(f"  installing {REFERENCE_PACKAGE}@{REFERENCE_VERSION} with npm into {prefix}")
-        _run(
-            [
-                npm,
-                "install",
-                "--prefix",
-                str(prefix),
-                "--no-audit",
-                "--no-fund",
-                f"{REFERENCE_PACKAGE}@{REFERENCE_VERSION}",
-            ],
-            300,
-            prefix / "npm-install.log",
-        )
+        """Find the server `scripts/lib.sh`'s `ensure_reference_memory_server` installed
+        ($ENGRAM_REFERENCE_MEMORY_SERVER, else the pinned version in the tool cache). The
+        benchmark installs nothing itself: one pinned, locked install, made before any run.
+
+        Raises:
+            Unavailable: it is not installed, or node is missing.
+        """
+        configured = os.environ.get(REFERENCE_ENV)
+        self.entry = Path(configured) if configured else reference_server_entry()
+        if not self.entry.is_file():
+            raise Unavailable(
+                f"{REFERENCE_PACKAGE} not installed at {self.entry}: run `source scripts/lib.sh"
+                f" && ensure_reference_memory_server` (scripts/test does) or set {REFERENCE_ENV}"
+            )
+        if shutil.which("node") is None:
+            raise Unavailable("node not installed")
 
     @property
     def memory_file(self) -> Path:

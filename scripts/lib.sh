@@ -1,11 +1,13 @@
-# Shared by scripts/demo and scripts/test: a project venv and, when asked, the pinned OPA and
-# the pinned MCP Inspector (the stock client the gateway's end-to-end tests drive).
+# Shared by scripts/demo and scripts/test: a project venv and, when asked, the pinned OPA, the
+# pinned MCP Inspector (the stock client the gateway's end-to-end tests drive) and the pinned
+# MCP reference memory server (the search benchmark's baseline).
 # Sourced, not executed. Everything is installed by these scripts; nothing is assumed present.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 OPA_VERSION=v1.22.4
 INSPECTOR_VERSION=2.12.0   # = scripts/inspector/package.json; tests/e2e/inspector.py reads this line
+REFERENCE_MEMORY_VERSION=2026.8.31  # = scripts/reference-memory-server/package.json; bench/search_baselines.py reads this line
 TOOL_CACHE=${ENGRAM_TOOL_CACHE:-$HOME/.cache/engram-memory/tools}
 
 # Bold only when stderr is a terminal and NO_COLOR is unset: no escapes in pipes or logs.
@@ -49,31 +51,37 @@ ensure_opa() {
   echo "${version%%$'\n'*}" >&2
 }
 
-ensure_inspector() {
-  # The MCP Inspector's CLI from the npm registry, cached like OPA. scripts/inspector/ pins
-  # the whole dependency tree (package-lock.json, written without registry URLs, so npm asks
-  # the configured registry), and `npm ci` installs exactly that tree. It is installed into a
-  # scratch prefix and moved into place only when complete, so an interrupted install is never
-  # mistaken for a cached one; a changed lock file installs afresh.
-  local dir="$TOOL_CACHE/inspector-$INSPECTOR_VERSION"
-  local bin="$dir/node_modules/.bin/mcp-inspector"
-  local lock="$ROOT/scripts/inspector/package-lock.json"
+# Installs the npm tree pinned by scripts/$1/ (package.json and a package-lock.json written
+# without registry URLs, so npm asks the configured registry; integrity hashes pin the bytes)
+# with `npm ci` into $2, cached. It is installed into a scratch prefix and moved into place
+# only when complete, so an interrupted install is never mistaken for a cached one; a changed
+# lock file installs afresh. $3 is a file the install must contain; $4 names it for messages.
+npm_ci_pinned() {
+  local src="$ROOT/scripts/$1" dir=$2 want=$3 what=$4
+  local lock="$src/package-lock.json"
   local stamp
   stamp="$(sha256sum "$lock" | cut -c1-16)"
-  if [ ! -x "$bin" ] || [ "$(cat "$dir/.engram-lock" 2>/dev/null)" != "$stamp" ]; then
-    command -v npm >/dev/null || { echo "npm is required to install the MCP Inspector" >&2; exit 2; }
-    step "installing the MCP Inspector $INSPECTOR_VERSION with npm ci (cached in $dir)"
+  if [ ! -e "$want" ] || [ "$(cat "$dir/.engram-lock" 2>/dev/null)" != "$stamp" ]; then
+    command -v npm >/dev/null || { echo "npm is required to install $what" >&2; exit 2; }
+    step "installing $what with npm ci (cached in $dir)"
     mkdir -p "$TOOL_CACHE"
     local scratch
-    scratch="$(mktemp -d "$TOOL_CACHE/.inspector-$INSPECTOR_VERSION.XXXXXX")"
-    cp "$ROOT/scripts/inspector/package.json" "$lock" "$scratch/"
-    # --loglevel=error: the package asks for a newer Node than Debian's; its CLI runs on ours,
-    # and the end-to-end tests are what prove that, not npm's engine warning.
+    scratch="$(mktemp -d "$TOOL_CACHE/.$(basename "$dir").XXXXXX")"
+    cp "$src/package.json" "$lock" "$scratch/"
+    # --loglevel=error: some packages ask for a newer Node than Debian's; they run on ours,
+    # and the tests that use them are what prove that, not npm's engine warning.
     npm ci --prefix "$scratch" --no-audit --no-fund --loglevel=error >&2
     echo "$stamp" >"$scratch/.engram-lock"
     rm -rf "$dir"
     mv "$scratch" "$dir"
   fi
+}
+
+ensure_inspector() {
+  # The MCP Inspector's CLI, the stock client tests/e2e drive.
+  local dir="$TOOL_CACHE/inspector-$INSPECTOR_VERSION"
+  local bin="$dir/node_modules/.bin/mcp-inspector"
+  npm_ci_pinned inspector "$dir" "$bin" "the MCP Inspector $INSPECTOR_VERSION"
   export ENGRAM_INSPECTOR_BIN="$bin"
   local version
   version="$("$ENGRAM_INSPECTOR_BIN" --cli --version)"
@@ -82,4 +90,21 @@ ensure_inspector() {
     exit 2
   fi
   echo "MCP Inspector $version" >&2
+}
+
+ensure_reference_memory_server() {
+  # The MCP reference memory server that bench.search_scale compares against (and its smoke in
+  # tests/bench runs): installed here, before pytest, so that no test installs anything.
+  local dir="$TOOL_CACHE/server-memory-$REFERENCE_MEMORY_VERSION"
+  local package="$dir/node_modules/@modelcontextprotocol/server-memory"
+  npm_ci_pinned reference-memory-server "$dir" "$package/dist/index.js" \
+    "the MCP reference memory server $REFERENCE_MEMORY_VERSION"
+  export ENGRAM_REFERENCE_MEMORY_SERVER="$package/dist/index.js"
+  local version
+  version="$(node -p "require('$package/package.json').version")"
+  if [ "$version" != "$REFERENCE_MEMORY_VERSION" ]; then
+    echo "reference memory server in $dir is $version, not the pinned $REFERENCE_MEMORY_VERSION" >&2
+    exit 2
+  fi
+  echo "MCP reference memory server $version" >&2
 }

@@ -30,7 +30,7 @@ from engram_memory.client.demo import BINDING, demo_capture_arguments
 from engram_memory.client.reference_host import connect, wait_until_listening
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
-from tests.servers import free_port, server_env
+from tests.servers import bound_port, server_env
 
 pytestmark = pytest.mark.e2e
 
@@ -77,16 +77,17 @@ def _signer(env: dict[str, str]) -> HostSigningKey:
 def _http_server(env: dict[str, str], log: Path, *, umask_zero: bool = False) -> Iterator[str]:
     """`serve --transport http` started from a shell with umask 000 when asked; yields its URL
     once it listens (start-up checks done); killed with SIGKILL on exit, so the WAL stays."""
-    port = free_port()
+    port_file = log.with_name(f"{log.name}.port")
+    port_file.unlink(missing_ok=True)
     with log.open("ab") as stderr:
         process = subprocess.Popen(
-            [*SERVE, "--transport", "http", "--port", str(port)],
+            [*SERVE, "--transport", "http", "--port", "0", "--port-file", str(port_file)],
             env=env,
             stderr=stderr,
             preexec_fn=_permissive_umask if umask_zero else None,
         )
-    url = f"http://127.0.0.1:{port}/mcp"
     try:
+        url = f"http://127.0.0.1:{bound_port(port_file, process)}/mcp"
         wait_until_listening(url, process)
         yield url
     finally:

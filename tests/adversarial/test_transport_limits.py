@@ -17,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -40,7 +41,10 @@ from engram_memory.client.reference_host import Binding, ReferenceHost, connect
 from engram_memory.host.context import INVOCATION_META_KEY, mint_invocation
 from engram_memory.host.keys import HostSigningKey
 from tests.adversarial.refusal_support import host_entries, refused_count
-from tests.servers import free_port, server_env
+from tests.servers import bound_port, server_env
+
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
 
 ALICE = Binding(
     tenant="acme", workspace="support", principal="user:alice", purpose_ref="purpose:support"
@@ -71,16 +75,20 @@ def _server(
     """The real server with `limits` (ENGRAM_ variables) and extra `serve` args; yields its
     URL and the file its stderr goes to."""
     root_key, _, public_keys = secrets
-    port = free_port()
-    env = server_env(tmp_path / f"data-{port}", root_key, public_keys, **limits)
-    log_path = tmp_path / f"server-{port}.log"
+    workdir = Path(tempfile.mkdtemp(prefix="server-", dir=tmp_path))
+    env = server_env(workdir / "data", root_key, public_keys, **limits)
+    log_path, port_file = workdir / "server.log", workdir / "port"
     command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [*command, "--port", str(port), *args], env=env, stderr=log, stdout=subprocess.DEVNULL
+            [*command, "--port", "0", "--port-file", str(port_file), *args],
+            env=env,
+            stderr=log,
+            stdout=subprocess.DEVNULL,
         )
-    url = f"{scheme}://127.0.0.1:{port}/mcp"
     try:
+        url = f"{scheme}://127.0.0.1:{bound_port(port_file, process)}/mcp"
+        _DATA_DIRS[url] = workdir / "data"
         _wait_for(
             lambda: "streamable HTTP on" in log_path.read_text() or process.poll() is not None
         )
@@ -91,13 +99,15 @@ def _server(
         process.wait(timeout=20)
 
 
+# The store of each server `_server` started, by its URL (its port is known only once bound).
+_DATA_DIRS: dict[str, Path] = {}
+
+
 def _data_dir(tmp_path: Path, url: str) -> Path:
     """The store of the server `_server(tmp_path, ...)` serves at `url`."""
-    return tmp_path / f"data-{_port(url)}"
-
-
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/")[0])
+    data_dir = _DATA_DIRS[url]
+    assert data_dir.is_relative_to(tmp_path)
+    return data_dir
 
 
 def _refusals(tmp_path: Path, url: str, reason: str, peer: str) -> int:
@@ -394,7 +404,7 @@ def test_a_non_loopback_bind_without_allowed_names_or_a_tls_choice_exits_2_writi
     env = server_env(tmp_path / "data", root_key, public_keys)
     command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
     result = subprocess.run(
-        [*command, "--host", "0.0.0.0", "--port", str(free_port()), *args],  # noqa: S104
+        [*command, "--host", "0.0.0.0", "--port", "0", *args],  # noqa: S104
         env=env,
         capture_output=True,
         text=True,

@@ -17,7 +17,7 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.reference_host import connect
 from engram_memory.host.keys import HostSigningKey
 from tests.faults.ops_support import ALICE, read_until
-from tests.servers import free_port, server_env
+from tests.servers import bound_port, free_port, server_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ESCAPE = "\x1b["
@@ -88,14 +88,15 @@ async def test_an_unreachable_opa_url_warns_at_startup_and_calls_fail_closed(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     policy_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    port = free_port()
+    port_file = tmp_path / "port"
     command = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
     process = subprocess.Popen(
-        [*command, "--port", str(port)],
+        [*command, "--port", "0", "--port-file", str(port_file)],
         env={**env, "ENGRAM_POLICY": policy_url},
         stderr=subprocess.PIPE,
     )
     try:
+        port = bound_port(port_file, process)
         assert process.stderr is not None
         said = read_until(process.stderr, b"streamable HTTP on").decode()
         warnings = [line for line in said.splitlines() if line.startswith("WARNING")]

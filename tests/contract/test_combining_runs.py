@@ -18,6 +18,9 @@ from engram_memory.contract.exceptions import NonCanonicalValue, ToolError
 from engram_memory.contract.parsing import ToolName, parse_arguments
 from tests.contract.examples import valid_capture_arguments
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 ACUTE, GRAVE_BELOW = "\u0301", "\u0316"  # combining classes 230 and 220: out of order
 
 

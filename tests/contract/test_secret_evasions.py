@@ -27,6 +27,9 @@ from tests.contract.secret_evasions import (
     interleave,
 )
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 MAX_STRING = 65_536
 
 

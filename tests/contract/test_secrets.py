@@ -9,6 +9,9 @@ import pytest
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.secrets import DEFAULT_DETECTOR, SecretDetector, contains_secret
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 SECRET_SHAPES = [
     "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA",
     "-----BEGIN OPENSSH PRIVATE KEY-----",

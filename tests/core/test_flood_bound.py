@@ -8,6 +8,9 @@ import pytest
 from engram_memory.core import flood_bound
 from engram_memory.core.flood_bound import FloodCounter, FloodLimits
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 KEY = ("host", "127.0.0.1", "token_invalid", "tools/call")
 
 

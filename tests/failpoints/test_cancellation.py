@@ -30,6 +30,9 @@ from tests.harness import error_of as _error
 from tests.harness import fresh_key as _key
 from tests.harness import ok_value as _value
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 
 class _ObservedCancellation(threading.Event):
     """A cancellation flag that also says when the paused call started waiting on it."""

@@ -24,7 +24,8 @@ from engram_memory.host.keys import HostSigningKey
 from tests.failpoints.test_over_stdio import ALICE, CAPTURE, _journal, _key, _value
 from tests.servers import http_server, server_env
 
-pytestmark = pytest.mark.e2e
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
 
 def _read_until(stream: IO[bytes], marker: bytes) -> bytes:

@@ -24,7 +24,7 @@ from engram_memory.client.reference_host import Binding, connect
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
 from engram_memory.store.database import Database
-from tests.servers import free_port, http_server, server_env
+from tests.servers import http_server, server_env
 
 ALICE = Binding(
     tenant="acme", workspace="support", principal="user:alice", purpose_ref="purpose:support-case"
@@ -97,7 +97,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def start(store: Acknowledged) -> subprocess.CompletedProcess[str]:
     """`serve --transport http` expected to refuse: it must exit on its own."""
-    return _cli(store.env, "serve", "--transport", "http", "--port", str(free_port()))
+    return _cli(store.env, "serve", "--transport", "http", "--port", "0")
 
 
 def audit_verify(store: Acknowledged) -> subprocess.CompletedProcess[str]:

@@ -32,7 +32,8 @@ from tests.faults.ops_support import (
 )
 from tests.servers import http_server, server_env
 
-pytestmark = pytest.mark.e2e
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("timing")]
 
 EXIT_TIMEOUT_S = 30
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
+
 from engram_memory.gateway.audit_log import GatewayAudit
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.oauth import JwtVerifier, ServedScope, TokenRules
 from engram_memory.gateway.refusal_flood import RefusalFlood
 from tests.gateway.conftest import RESOURCE, Clock, entries
 from tests.gateway.token_issuer import TokenIssuer
+
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
 
 
 async def test_beyond_the_burst_refusals_are_counted_and_summarised_once_the_window_ends(

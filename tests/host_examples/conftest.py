@@ -10,7 +10,6 @@ import json
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import pytest
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.reference_host import wait_until_listening
 from engram_memory.core.failpoints import ENV_VAR
+from tests.servers import bound_port
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_DIR = REPO / "examples" / "host"
@@ -179,12 +179,6 @@ class HostSetup:
             self.server.wait(timeout=20)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _host_setup(
     transport: str, tmp_path: Path, extra_server_env: Mapping[str, str] | None = None
@@ -214,14 +208,16 @@ def _host_setup(
         # The host reads the approver's name from the config; over HTTP it asks for it.
         config["approver"] = "human:test-operator"
     else:
-        port = _free_port()
+        # Port 0, reported back: no probed port another xdist worker could take first.
+        port_file = tmp_path / "port"
         process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"),
-                *("--host", "127.0.0.1", "--port", str(port)),
+                *("--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file)),
             ],
             env={**os.environ, **server_env},
         )
+        port = bound_port(port_file, process)
         config["server"] = {"url": f"http://127.0.0.1:{port}/mcp"}
     path = tmp_path / "host.json"
     path.write_text(json.dumps(config), "utf-8")

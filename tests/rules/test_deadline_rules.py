@@ -29,6 +29,9 @@ from tests.rules.steps import (
 )
 from tests.tools.test_tool_rules import accepted_record, capture
 
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
+
 # Which policy question the deadline runs out during, per tool (the last one before commit).
 SLOW_DECISION = {CAPTURE: "reconciliation", ADMIT: "admission", FORGET: "authz"}
 

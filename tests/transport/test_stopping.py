@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from engram_memory.transport.stopping import GracefulStop
+
+# Asserts on wall time: one xdist worker runs the whole timing group, one test at a time.
+pytestmark = pytest.mark.xdist_group("timing")
 
 
 def test_once_stopping_nothing_new_is_admitted_and_the_drain_waits_for_calls_in_flight() -> None:

@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -34,9 +35,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on with http (default: 127.0.0.1)"
     )
-    serve.add_argument(
-        "--port", type=int, default=8765, help="port to listen on with http (default: 8765)"
-    )
+    serve.add_argument("--port", type=int, default=8765, help="http port; 0: any free one (8765)")
+    serve.add_argument("--port-file", help="http: once bound, write the port bound to this file")
     serve.add_argument(
         "--data-dir", help="store and key directory (env ENGRAM_DATA_DIR; default: ./.engram)"
     )
@@ -186,7 +186,9 @@ def run(args: argparse.Namespace) -> int:
                 anyio.run(serve_stdio, service, stop, max_request_bytes)
             else:
                 assert listener is not None
-                server = http_server(service, args.host, args.port, stop, http_settings)
+                # The bound port, not the flag: with --port 0 the printed URL is the real one.
+                port = int(listener.getsockname()[1])
+                server = http_server(service, args.host, port, stop, http_settings)
                 server.run(sockets=[listener])
             # While closing, a further signal only cuts the remaining drain short.
             for sig in _STOP_SIGNALS:
@@ -222,14 +224,26 @@ _HTTP_FLAGS = (
 
 
 def _listen(args: argparse.Namespace) -> socket.socket:
-    """Raises: ConfigurationError: the address is taken or cannot be bound (one line)."""
-    from engram_memory.transport.http_serving import listen
+    """Bind; with --port-file report the port bound (for --port 0, the kernel's pick).
+
+    Raises: ConfigurationError: the address is taken or cannot be bound, or the port file
+    cannot be written (one line).
+    """
+    from engram_memory.transport.http_serving import listen, write_port_file
 
     try:
-        return listen(args.host, args.port)
+        sock = listen(args.host, args.port)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {reason}") from exc
+    if args.port_file:
+        try:
+            write_port_file(Path(args.port_file), int(sock.getsockname()[1]))
+        except OSError as exc:
+            sock.close()
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigurationError(f"cannot write --port-file: {reason}") from exc
+    return sock
 
 
 def _memory_switch(args: argparse.Namespace) -> str:

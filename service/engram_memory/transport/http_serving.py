@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -159,6 +161,19 @@ def listen(host: str, port: int) -> socket.socket:
         raise
     sock.set_inheritable(True)
     return sock
+
+
+def write_port_file(path: Path, port: int) -> None:
+    """Report the port `listen` bound (with port 0, the kernel's pick: a port nothing else can
+    take between choosing and binding it, unlike one probed free and released). Written whole
+    under a temporary name and renamed, so a reader never sees half a port.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    scratch = path.with_name(f".{path.name}.partial")
+    scratch.write_text(f"{port}\n", encoding="ascii")
+    os.replace(scratch, path)
 
 
 def serve_asgi(

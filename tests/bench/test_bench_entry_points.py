@@ -1,0 +1,106 @@
+"""Every `python -m bench.X` entry point runs at its smallest size, so that none can rot.
+
+Each runs as an operator runs it (a subprocess from the repository root) with its results
+written into the test's own directory, never over the committed ones in bench/results/. The
+search-at-scale and gateway harnesses have their own smokes beside this file; these check that
+a run completes and writes its report, not its figures (too few samples to mean anything).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "bench" / "results"
+
+pytestmark = pytest.mark.e2e
+
+
+def _bench(module: str, *args: str, timeout: float = 600) -> str:
+    command = [sys.executable, "-m", f"bench.{module}", *args]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _written(out: Path, name: str) -> dict[str, object]:
+    for suffix in ("md", "png"):
+        assert (out / f"{name}.{suffix}").stat().st_size > 0
+    document: dict[str, object] = json.loads((out / f"{name}.json").read_text())
+    return document
+
+
+def _digests() -> dict[str, str]:
+    return {
+        str(path.relative_to(COMMITTED)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(COMMITTED.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(autouse=True)
+def committed_results_untouched() -> Iterator[None]:
+    before = _digests()
+    yield
+    assert _digests() == before
+
+
+def test_tools_stdio_tiny(tmp_path: Path) -> None:
+    _bench("tools_stdio", "--rounds", "2", "--out", str(tmp_path))
+    _written(tmp_path, "tools_stdio")
+
+
+def test_hot_path_tiny(tmp_path: Path) -> None:
+    tiny = ["--rounds", "2", "--large-records", "2000", "--sustained-seconds", "1"]
+    _bench("hot_path", *tiny, "--out", str(tmp_path))
+    _written(tmp_path, "hot_path")
+
+
+def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> None:
+    _bench("http_concurrency", "--clients", "2", "--seconds", "1", "--out", str(tmp_path))
+    report = _written(tmp_path, "http_concurrency")
+    results = report["results"]
+    assert isinstance(results, dict)
+    # The floor server answers /healthz like serve (the start-up wait asks it): both ran.
+    assert set(results) == {"engram, mixed calls", "floor (do-nothing tool)"}
+    assert all(any(samples.values()) for samples in results.values())
+
+
+def test_store_floor_tiny(tmp_path: Path) -> None:
+    _bench("store_floor", "--rounds", "2", "--out", str(tmp_path))
+    _written(tmp_path, "store_floor")
+
+
+def test_policy_engines_tiny(tmp_path: Path) -> None:
+    _bench("policy_engines", "5", "--out", str(tmp_path))
+    _written(tmp_path, "policy_engines")
+
+
+def test_corpus_then_import_speed_then_search_store_tiny(tmp_path: Path) -> None:
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.json"
+    _bench("corpus", "--records", "30", "--out", str(corpus), "--queries", "5",
+           "--queries-out", str(queries))  # fmt: skip
+    assert len(corpus.read_text().splitlines()) == 30
+    assert json.loads(queries.read_text())
+    _bench("import_speed", "--corpus", str(corpus), "--batch", "10", "--out", str(tmp_path))
+    _written(tmp_path, "import_speed")
+    store = tmp_path / "store"
+    record = json.loads(_bench("search_store", "--records", "20", "--dir", str(store)))
+    assert record["records"] == 20
+    assert (store / "load.json").is_file()
+
+
+def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "search_scale.json"
+    shutil.copyfile(COMMITTED / "search_scale.json", copy)
+    _bench("search_report", str(copy))
+    assert (tmp_path / "search_scale.md").stat().st_size > 0
+    assert (tmp_path / "search_scale.png").stat().st_size > 0
