@@ -110,9 +110,13 @@ class RawStdio:
         self.send(raw)
         return self.receive()
 
-    def initialize(self) -> None:
-        assert "result" in self.exchange(request(0, "initialize", _INITIALIZE))
+    def initialize(self) -> dict[str, Any]:
+        """Initialize; the server's `initialize` result."""
+        answer = self.exchange(request(0, "initialize", _INITIALIZE))
+        assert "result" in answer
         self.send(_INITIALIZED)
+        result: dict[str, Any] = answer["result"]
+        return result
 
     def close(self) -> None:
         assert self.process.stdin is not None

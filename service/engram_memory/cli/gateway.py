@@ -79,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.config:
         _say("--config FILE is required")
         return EXIT_CONFIG
+    from engram_memory.contract.agent_manual import configured_language
     from engram_memory.gateway.config import load_gateway_config
+
+    configured_language()  # the agent's manual: a bad ENGRAM_INSTRUCTIONS_LANGUAGE exits 2 now
 
     try:
         config = load_gateway_config(Path(args.config))

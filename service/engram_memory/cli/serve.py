@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     from engram_memory.admin.channel import maintenance_channel
+    from engram_memory.contract.agent_manual import configured_language
     from engram_memory.core.checkpoints import warn_unsigned
     from engram_memory.core.service_config import load_config
     from engram_memory.server.app import open_service
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from engram_memory.transport.http_settings import load_http_settings, load_max_request_bytes
     from engram_memory.transport.stopping import GracefulStop
 
+    language = configured_language()  # a bad value exits 2 before anything opens
     config = load_config(
         {
             "data_dir": args.data_dir,
@@ -183,12 +185,12 @@ def run(args: argparse.Namespace) -> int:
             if config.checkpoint_key is None:  # once the store is served, not on a refusal
                 warn_unsigned()
             if args.transport == "stdio":
-                anyio.run(serve_stdio, service, stop, max_request_bytes)
+                anyio.run(serve_stdio, service, stop, max_request_bytes, language)
             else:
                 assert listener is not None
                 # The bound port, not the flag: with --port 0 the printed URL is the real one.
                 port = int(listener.getsockname()[1])
-                server = http_server(service, args.host, port, stop, http_settings)
+                server = http_server(service, args.host, port, stop, http_settings, language)
                 server.run(sockets=[listener])
             # While closing, a further signal only cuts the remaining drain short.
             for sig in _STOP_SIGNALS:

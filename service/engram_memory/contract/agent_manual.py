@@ -11,7 +11,11 @@ same things: a test compares them section by section and code by code.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from engram_memory.contract.errors import ErrorCode
+from engram_memory.contract.exceptions import ConfigurationError
 
 LANGUAGES = ("en", "fr")
 LANGUAGE_VARIABLE = "ENGRAM_INSTRUCTIONS_LANGUAGE"
@@ -196,3 +200,17 @@ def instructions(language: str = "en") -> str:
     lines += [f"- {code.name}: {ACTIONS[code][which]}" for code in ErrorCode]
     lines.append(_CLOSING[which])
     return "\n".join(lines)
+
+
+def configured_language(environ: Mapping[str, str] = os.environ) -> str:
+    """The manual's language `ENGRAM_INSTRUCTIONS_LANGUAGE` names ("en" when unset).
+
+    Raises:
+        ConfigurationError: another value (checked at start, before anything is served).
+    """
+    language = environ.get(LANGUAGE_VARIABLE, "en")
+    if language not in LANGUAGES:
+        raise ConfigurationError(
+            f"{LANGUAGE_VARIABLE} must be one of {', '.join(LANGUAGES)} (the agent's manual)"
+        )
+    return language

@@ -35,6 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from engram_memory import package_version
+from engram_memory.contract.agent_manual import configured_language, instructions
 from engram_memory.contract.canonical import nfc, normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.contract.envelope import envelope_json, failure_envelope
@@ -321,6 +322,8 @@ def build_gateway_server(
     server: Server[Any] = Server(
         SERVER_NAME,
         version=package_version(),
+        # The same manual as serve's: the agent sees the gateway as the memory server.
+        instructions=instructions(configured_language()),
         on_list_tools=gateway.list_tools,
         on_call_tool=gateway.call_tool,
         # As mcp_server.py: the 2026 HTTP path would otherwise call on_list_tools without a

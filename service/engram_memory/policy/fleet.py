@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeGuard
 
 from engram_memory.contract.exceptions import (
     ConfigurationError,
@@ -25,9 +26,9 @@ from engram_memory.contract.exceptions import (
     PolicyUnavailable,
 )
 from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR, tarball_files
+from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity, PolicyEngine
 from engram_memory.policy.factory import open_policy_engine
-from engram_memory.policy.opa_server import OpaServerEngine
 from engram_memory.policy.revision_trust import (
     PinnedRevision,
     RevisionTrust,
@@ -40,9 +41,22 @@ from engram_memory.policy.served_content import (
 )
 from engram_memory.policy.signing import VerificationKey, verify_signed_tarball
 
+if TYPE_CHECKING:
+    from engram_memory.policy.opa_server import OpaServerEngine
+
 
 def _expected(tar_bytes: bytes, where: str) -> tuple[str, tuple[str, ...]]:
     return expected_served_digest(tarball_files(tar_bytes, where))
+
+
+def _is_opa_server(engine: PolicyEngine) -> TypeGuard[OpaServerEngine]:
+    """Whether `engine` is an OPA server, without loading the OPA REST client (and its HTTP
+    stack) for the embedded engine, which is what `serve` runs by default."""
+    if isinstance(engine, EmbeddedWasmEngine):
+        return False
+    from engram_memory.policy.opa_server import OpaServerEngine
+
+    return isinstance(engine, OpaServerEngine)
 
 
 def _served_check(
@@ -50,7 +64,7 @@ def _served_check(
 ) -> RevisionTrust:
     """`trust`, proving also that an OPA server serves the bundle each revision names
     (served_content.py); the embedded engine runs the verified bytes themselves."""
-    if not isinstance(engine, OpaServerEngine):
+    if not _is_opa_server(engine):
         return trust
     return ServedContentTrust(trust, engine, expected)
 
@@ -98,7 +112,7 @@ def open_policy(
             engine,
             identity,
         ):
-            if not isinstance(engine, OpaServerEngine):
+            if not _is_opa_server(engine):
                 yield engine, identity
                 return
             expected = {identity.revision: _expected(_tarball(directory), str(directory))}

@@ -36,6 +36,7 @@ def http_server(
     port: int,
     stop: GracefulStop | None = None,
     settings: HttpSettings | None = None,
+    language: str = "en",
 ) -> uvicorn.Server:
     """A uvicorn server for streamable HTTP at `/mcp` (build a new one per start); run it
     with the socket from `listen`. It prints its URL once it listens. `settings` bound its
@@ -44,7 +45,7 @@ def http_server(
     settings = settings or HttpSettings(host=host)
     # Not json_response: a quick call still answers with plain JSON, but a call that runs on
     # is streamed, so a client closing the stream (how the 2026 era cancels) cancels it.
-    app = build_server(service, stop, "http").streamable_http_app(
+    app = build_server(service, stop, "http", language).streamable_http_app(
         streamable_http_path="/mcp",
         json_response=False,
         host=host,

@@ -38,6 +38,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from engram_memory import package_version
+from engram_memory.contract.agent_manual import instructions
 from engram_memory.contract.envelope import envelope_json
 from engram_memory.contract.errors import ProtocolCode, wire_error_message
 from engram_memory.contract.exceptions import ProtocolRefusal
@@ -159,10 +160,14 @@ def _peer(ctx: ServerRequestContext[Any], transport: str) -> str:
 
 
 def build_server(
-    service: MemoryService, stop: GracefulStop | None = None, transport: str = "stdio"
+    service: MemoryService,
+    stop: GracefulStop | None = None,
+    transport: str = "stdio",
+    language: str = "en",
 ) -> Server[Any]:
     """The MCP server of `service` over `transport` ("stdio" or "http"); an abandoned drain
-    of `stop` cancels its calls."""
+    of `stop` cancels its calls; `initialize` carries the agent's manual in `language`
+    (contract/agent_manual.py)."""
     stop = stop or GracefulStop()
 
     async def on_list_tools(
@@ -213,6 +218,7 @@ def build_server(
     server: Server[Any] = Server(
         SERVER_NAME,
         version=package_version(),
+        instructions=instructions(language),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         # The 2026 HTTP path would otherwise call on_list_tools without our context to find
@@ -251,11 +257,12 @@ async def serve_stdio(
     service: MemoryService,
     stop: GracefulStop | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    language: str = "en",
 ) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained; a
     line longer than `max_request_bytes` is answered -32600 and never kept."""
     stop = stop or GracefulStop()
-    server = build_server(service, stop, "stdio")
+    server = build_server(service, stop, "stdio", language)
     lines = StdinLines(sys.stdin.fileno(), accepts=sdk_accepts, max_bytes=max_request_bytes)
     lines.start()
     # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
