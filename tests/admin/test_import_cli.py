@@ -12,6 +12,7 @@ import pytest
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.store.database import Database
+from tests.cli_runner import run_cli
 
 
 @pytest.fixture
@@ -29,12 +30,31 @@ def setup(tmp_path: Path) -> tuple[dict[str, str], Path]:
     return env, source
 
 
+def _words(source: Path, operator: str, *extra: str) -> list[str]:
+    words = ["import", "--tenant", "acme", "--workspace", "support", "--principal", "user:alice"]
+    return [
+        *words,
+        "--purpose",
+        "purpose:support-case",
+        "--operator",
+        operator,
+        *extra,
+        str(source),
+    ]
+
+
 def _import(
     env: dict[str, str], source: Path, operator: str, *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", "acme"]
-    command += ["--workspace", "support", "--principal", "user:alice"]
-    command += ["--purpose", "purpose:support-case", "--operator", operator, *extra, str(source)]
+    # In this process (issue 19): these tests check the run's code, output and audit only.
+    return run_cli(env, *_words(source, operator, *extra))
+
+
+def _import_process(
+    env: dict[str, str], source: Path, operator: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    # A process of its own: DuckDB's file lock only refuses another process.
+    command = [sys.executable, "-m", "engram_memory.cli", *_words(source, operator, *extra)]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -71,7 +91,7 @@ def test_a_store_held_by_another_process_is_refused_in_one_line(
     env, source = setup
     holder = Database.open(Path(env["ENGRAM_DATA_DIR"]))
     try:
-        busy = _import(env, source, "human:dana")
+        busy = _import_process(env, source, "human:dana")
     finally:
         holder.close()
     assert busy.returncode == 2

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import MemoryService
+from tests.cli_runner import run_cli
 from tests.harness import SIGNER, Caller, _clock
 from tests.tools.test_tool_rules import accepted_record, code, value
 
@@ -63,8 +63,9 @@ def prepared(tmp_path: Path, engine: EmbeddedWasmEngine) -> tuple[dict[str, str]
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "engram_memory.cli", *argv]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    # In this process (issue 19): the tests here and in test_backup_cli.py check codes, output
+    # and files only; main() sets the private umask for these commands as a process would.
+    return run_cli(env, *argv)
 
 
 def _admin(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,7 @@ import csv
 import hashlib
 import io
 import json
-import subprocess
-import sys
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +37,7 @@ from engram_memory.policy.authoring.build import build_bundle
 from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.bundle import load_bundle_identity
 from engram_memory.policy.opa_binary import find_opa_binary
+from tests.cli_runner import run_cli
 from tests.servers import http_server, server_env
 
 pytestmark = pytest.mark.e2e
@@ -139,8 +139,8 @@ async def _phase_two(url: str, signer: HostSigningKey, record_id: str) -> dict[s
 
 def _admin(env: dict[str, str], *argv: str) -> dict[str, Any]:
     who = ["--tenant", "acme", "--workspace", "support", "--operator", "human:dana"]
-    command = [sys.executable, "-m", "engram_memory.cli", "admin", *who, *argv]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    # In this process (issue 19): the server holds the store, so this goes over its channel.
+    done = run_cli(env, "admin", *who, *argv)
     assert done.returncode == 0, done.stderr
     value: dict[str, Any] = json.loads(done.stdout)["value"]
     return value
@@ -494,19 +494,12 @@ def test_audit_sql_answers_one_statement_over_the_exports_views(
 def test_audit_sql_runs_a_script_from_stdin_and_stops_at_the_first_error(
     scenario: Scenario,
 ) -> None:
-    command = [sys.executable, "-m", "engram_memory.cli", "audit", "sql"]
-    command += ["--export", str(scenario.export), "--format", "csv"]
+    command = ["audit", "sql", "--export", str(scenario.export), "--format", "csv"]
     script = "SELECT count(*) AS n\n  FROM journal_events;\nSELECT 'a,b' AS x;\n"
-    done = subprocess.run(command, input=script, capture_output=True, text=True, timeout=60)
+    done = run_cli(dict(os.environ), *command, input=script)  # stdin not a terminal: no prompt
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == ["x", '"a,b"']
-    failing = subprocess.run(
-        command,
-        input="SELECT nope;\nSELECT 1 AS one;\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    failing = run_cli(dict(os.environ), *command, input="SELECT nope;\nSELECT 1 AS one;\n")
     assert failing.returncode == 2
     assert failing.stdout == ""
 
@@ -517,18 +510,11 @@ def test_a_running_servers_data_directory_is_queried_without_stopping_it(
     env = scenario.env
     expected = _rows(capsys, scenario, "admissions_held")
     with http_server(env):
-        command = [
-            sys.executable,
-            "-m",
-            "engram_memory.cli",
-            "audit",
-            "query",
-            "admissions_held",
-        ]
+        command = ["audit", "query", "admissions_held"]
         command += ["--data-dir", str(scenario.data_dir), "--format", "json"]
         # The server holds the store: the export runs inside it, as an auditor with `read`.
         command += ["--tenant", "acme", "--workspace", "support", "--operator", "human:erin"]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        done = run_cli(env, *command)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == expected
 

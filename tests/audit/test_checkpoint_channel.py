@@ -1,6 +1,9 @@
 """Checkpoints from a running service: `audit checkpoint` over the maintenance channel while a
 real `serve` process holds the store, then verified by an auditor once it stopped; and a
-configured checkpoint key that cannot be used stops the service from starting."""
+configured checkpoint key that cannot be used stops the service from starting.
+
+The auditor's commands run in this process (`_cli` is tests/cli_runner.run_cli, issue 19): the
+store is held by the `serve` process, so they still reach it over the maintenance channel."""
 
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ def test_a_configured_checkpoint_key_others_can_read_stops_the_service_from_star
 ) -> None:
     env, secrets = _serving_env(prepared)
     os.chmod(secrets / CHECKPOINT_KEY_FILE, 0o644)
+    # A process of its own: the exit status `serve` gives the shell (or a desktop client).
     command = [sys.executable, "-m", "engram_memory.cli", "serve"]
     started = subprocess.run(
         command,

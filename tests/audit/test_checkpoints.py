@@ -1,15 +1,15 @@
 """Signed checkpoints catch what `audit verify` alone cannot: a chain recomputed after an
 edit, or a removed tail, by someone who can write the store but holds no key.
 
-Real DuckDB files and the real `engram-memory` CLI (a process of its own) on a stopped store;
-tests/audit/test_checkpoint_channel.py covers a running server.
+Real DuckDB files and the real `engram-memory` CLI (its `main(argv)`, in this process: issue
+19) on a stopped store; tests/audit/test_checkpoint_channel.py covers a running server.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +18,6 @@ import pytest
 from engram_memory.admin.checkpointing import CheckpointService, verify_manifest
 from engram_memory.admin.maintenance import Operator
 from engram_memory.admin.verification import export_data_dir
-from engram_memory.cli.main import main
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import CheckpointInvalid, ToolError
 from engram_memory.core.checkpoint_verify import CheckpointResult, verify_against_checkpoint
@@ -39,6 +38,7 @@ from tests.audit.chain_attacker import (
     rewrite_audit_entry,
     rewrite_journal_event,
 )
+from tests.cli_runner import run_cli
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record
 
@@ -102,14 +102,12 @@ def _scope(store: Store) -> str:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a process of its own (a few seconds: used for one check per path)."""
-    command = [sys.executable, "-m", "engram_memory.cli", *argv]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    """The CLI's code and output, in this process with this process's environment."""
+    return run_cli(dict(os.environ), *argv)
 
 
 def _exit_code(*argv: str) -> int:
-    """The CLI's exit code, run in this process (the same code path, without the start-up)."""
-    return main(list(argv))
+    return _cli(*argv).returncode
 
 
 def _verify(store: Store, *extra: str) -> int:

@@ -24,6 +24,7 @@ from engram_memory.host.keys import HostSigningKey
 from engram_memory.store import audit
 from engram_memory.store.database import Database
 from tests.admin.test_rotation_cli import prepared as prepared  # 3 accepted records
+from tests.cli_runner import run_cli
 from tests.servers import http_server
 
 ALICE = Binding("acme", "support", "user:alice", "purpose:support-case")
@@ -34,12 +35,11 @@ SEEDED_ENTRIES = 8_000
 
 
 def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "engram_memory.cli", *argv]
+    # In this process (issue 19): the store is held by the `serve` process (or by nobody), so
+    # the command takes the same path a process would; the tests check codes and output.
     if argv[:2] in (("audit", "export"), ("audit", "verify")):
-        command += ["--data-dir", env["ENGRAM_DATA_DIR"]]
-    return subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+        argv = (*argv, "--data-dir", env["ENGRAM_DATA_DIR"])
+    return run_cli(env, *argv)
 
 
 def _export(env: dict[str, str], out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -233,6 +233,7 @@ async def test_agents_are_served_while_a_large_export_runs_and_it_holds_one_snap
     _seed_entries(Path(env["ENGRAM_DATA_DIR"]), SEEDED_ENTRIES)
     env = {**env, "ENGRAM_MEMORY_ENABLED": "true", "ENGRAM_POLICY": "embedded"}
     with http_server(env) as (_process, url):
+        # A process of its own: the export must run WHILE this test's agent calls are served.
         command = [sys.executable, "-m", "engram_memory.cli", "audit", "export"]
         data_dir = env["ENGRAM_DATA_DIR"]
         export = subprocess.Popen(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import uuid
 from functools import partial
 from pathlib import Path
@@ -35,6 +37,15 @@ SCOPE = "tenant:acme/workspace:support"
 BACKUPS = 4
 WRITERS = 2
 ACKS_BETWEEN_BACKUPS = 3
+
+
+def _backup_process(env: dict[str, str], archive: Path) -> subprocess.CompletedProcess[str]:
+    """`admin backup` in a process of its own: it runs while this process's clients write, so
+    it must not share their process's environment, streams or umask (tests/cli_runner.py)."""
+    who = ["--tenant", "acme", "--workspace", "support", "--operator", "human:dana"]
+    command = [sys.executable, "-m", "engram_memory.cli", "admin", *who, "backup"]
+    command += ["--out", str(archive)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def _restored_candidates(data_dir: Path) -> set[str]:
@@ -81,9 +92,7 @@ async def test_backups_taken_while_two_clients_write_all_restore_and_verify(
                         await acks_receive.receive()
                 before = set(acknowledged)
                 archive = tmp_path / f"backup-{attempt}.backup"
-                made = await anyio.to_thread.run_sync(
-                    partial(_admin, env, "backup", "--out", str(archive))
-                )
+                made = await anyio.to_thread.run_sync(partial(_backup_process, env, archive))
                 assert made.returncode == 0, (made.stdout, made.stderr)
                 assert json.loads(made.stdout)["ok"] is True
                 backups.append((archive, before))
