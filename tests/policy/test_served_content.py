@@ -93,3 +93,40 @@ def test_data_edited_behind_an_unchanged_revision_makes_every_decision_stale(
             assert caught.value.code is ErrorCode.POLICY_STALE
     finally:
         engine.close()
+
+
+class _Served:
+    """What an OPA node serves, as `served_digest` reads it: modules by id, and data."""
+
+    def __init__(self, modules: dict[str, str], data: dict[str, object]) -> None:
+        self.modules, self.data = modules, data
+
+    def served_modules(self) -> dict[str, str]:
+        return dict(self.modules)
+
+    def served_data(self, path: str) -> object:
+        return self.data.get(path.removeprefix("engram/"))
+
+
+def _bundle_as_served() -> tuple[_Served, str, tuple[str, ...]]:
+    files = read_tarball(DEFAULT_BUNDLE_DIR / BUNDLE_FILE)
+    expected, keys = expected_served_digest(files)
+    modules = {
+        f"/bundles/engram/{path}": body.decode("utf-8")
+        for path, body in files.items()
+        if path.endswith(".rego")
+    }
+    data = json.loads(files["data.json"])["engram"]
+    return _Served(modules, data), expected, keys
+
+
+def test_a_module_outside_the_bundle_root_beside_it_changes_nothing() -> None:
+    served, expected, keys = _bundle_as_served()
+    served.modules["/etc/opa/mask.rego"] = "package system.log\n\nmask contains x if { x := 1 }\n"
+    assert served_digest(served, keys) == expected
+
+
+def test_a_module_under_the_bundle_root_loaded_from_elsewhere_is_a_difference() -> None:
+    served, expected, keys = _bundle_as_served()
+    served.modules["/tmp/extra.rego"] = "package engram.admission\n\nextra := true\n"
+    assert served_digest(served, keys) != expected

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -83,6 +84,16 @@ def expected_served_digest(files: Mapping[str, bytes]) -> tuple[str, tuple[str, 
     return _digest(modules, data), keys
 
 
+_PACKAGE = re.compile(r"^package\s+([\w.]+)", re.MULTILINE)
+
+
+def _under_root(source: str) -> bool:
+    """Whether a module's package lies under the bundle's root (`engram`, `engram.x`)."""
+    found = _PACKAGE.search(source)
+    package = found.group(1) if found else ""
+    return package == ROOT or package.startswith(ROOT + ".")
+
+
 def _bundle_paths(ids: list[str]) -> dict[str, str]:
     """`{bundle path: id}`: each id without the location all of them share (the longest
     common prefix ending just before `engram/`)."""
@@ -99,7 +110,10 @@ def served_digest(engine: ServedContent, data_keys: tuple[str, ...]) -> str:
     Raises:
         PolicyUnavailable: OPA cannot be read.
     """
-    raw = engine.served_modules()
+    # Only modules that define rules under the bundle's root count: an OPA node may load
+    # others beside the bundle (the fleet kit's `system.log` mask), which cannot decide
+    # anything under `data.engram`; one that does is compared, wherever it was loaded from.
+    raw = {i: text for i, text in engine.served_modules().items() if _under_root(text)}
     modules = {path: raw[i].encode("utf-8") for path, i in _bundle_paths(sorted(raw)).items()}
     root: dict[str, Any] = {}
     for key in data_keys:
