@@ -8,7 +8,6 @@ deployment against an honest OPA serves. (Per decision, tests/policy/test_served
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from engram_memory.policy.bundle import BUNDLE_FILE, DEFAULT_BUNDLE_DIR
-from engram_memory.policy.opa_binary import find_opa_binary
 from engram_memory.policy.opa_server import start_opa_server
 from tests.adversarial.wire import make_secrets, raw_stdio, search_call
+from tests.policy.conftest import opa_binary_or_skip
 from tests.policy.test_served_content import edited_behind_its_label
 
 pytestmark = pytest.mark.opa
@@ -28,12 +27,7 @@ SERVE = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "std
 @pytest.fixture
 def opa() -> Path:
     """The OPA binary; skipped locally when absent, a failure in CI (as tests/policy's)."""
-    found = find_opa_binary()
-    if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("OPA binary not found in CI (set ENGRAM_OPA_BIN or run scripts/test)")
-        pytest.skip("OPA binary not found (set ENGRAM_OPA_BIN)")
-    return found
+    return opa_binary_or_skip()
 
 
 def test_serve_refuses_to_start_on_an_opa_serving_edited_data_behind_the_shipped_label(

@@ -27,8 +27,7 @@ def fixed_clock() -> int:
     return NOW_MS
 
 
-@pytest.fixture(scope="session")
-def opa_bin() -> Path:
+def opa_binary_or_skip() -> Path:
     """The OPA binary; skipped locally when absent, a failure in CI (CI=true)."""
     found = find_opa_binary()
     if found is None:
@@ -36,6 +35,12 @@ def opa_bin() -> Path:
             pytest.fail("OPA binary not found in CI (set ENGRAM_OPA_BIN or run scripts/test)")
         pytest.skip("OPA binary not found (set ENGRAM_OPA_BIN)")
     return found
+
+
+@pytest.fixture(scope="session")
+def opa_bin() -> Path:
+    """The OPA binary (see `opa_binary_or_skip`)."""
+    return opa_binary_or_skip()
 
 
 @pytest.fixture(scope="session")
