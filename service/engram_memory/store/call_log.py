@@ -191,31 +191,46 @@ class SegmentLog:
         """Check a segment's frames; return (last sequence, chain after it, offset of a torn
         final frame or None).
 
-        A frame is torn when the bytes end inside it, when only zeros follow the last good
-        frame, or when its payload ends in zeros where a write never landed.
+        Raises:
+            StoreCorrupt: a frame fails its check anywhere but at the torn end.
+        """
+        offset = _SEGMENT_HEADER.size
+        while offset < len(data):
+            frame = self._frame_at(data, offset, sequence, chain)
+            if frame is None:
+                return sequence, chain, offset
+            chain, _, offset = frame
+            sequence += 1
+        return sequence, chain, None
+
+    def _frame_at(
+        self, data: bytes, offset: int, sequence: int, chain: bytes
+    ) -> tuple[bytes, bytes, int] | None:
+        """(chain, payload, offset after) of the frame at `offset`, which must be record
+        `sequence + 1` following `chain`; None when it is torn: the bytes end inside it, only
+        zeros follow the last good frame, or its payload ends in zeros where a write never
+        landed.
 
         Raises:
-            StoreCorrupt: a frame fails its check anywhere else.
+            StoreCorrupt: the frame fails its check otherwise.
         """
-        offset, end = _SEGMENT_HEADER.size, len(data)
-        while offset < end:
-            if end - offset < _FRAME_HEADER.size:
-                return sequence, chain, offset
-            length, number, stored, crc = _FRAME_HEADER.unpack_from(data, offset)
-            if zlib.crc32(data[offset : offset + _FRAME_HEADER.size - 4]) != crc:
-                if not any(data[offset:]):  # zeros a crash left after the last write
-                    return sequence, chain, offset
-                raise StoreCorrupt(f"call log: the record after {sequence} fails its check")
-            body_end = offset + _FRAME_HEADER.size + length
-            if body_end > end:
-                return sequence, chain, offset
-            payload = data[offset + _FRAME_HEADER.size : body_end]
-            if number != sequence + 1 or chain_after(self._key, chain, number, payload) != stored:
-                if body_end == end and number == sequence + 1 and _zero_tail(payload):
-                    return sequence, chain, offset  # the file grew; the payload never landed
-                raise StoreCorrupt(f"call log: record {sequence + 1} fails its check")
-            sequence, chain, offset = number, stored, body_end
-        return sequence, chain, None
+        end = len(data)
+        if end - offset < _FRAME_HEADER.size:
+            return None
+        length, number, stored, crc = _FRAME_HEADER.unpack_from(data, offset)
+        if zlib.crc32(data[offset : offset + _FRAME_HEADER.size - 4]) != crc:
+            if not any(data[offset:]):  # zeros a crash left after the last write
+                return None
+            raise StoreCorrupt(f"call log: the record after {sequence} fails its check")
+        body_end = offset + _FRAME_HEADER.size + length
+        if body_end > end:
+            return None
+        payload = data[offset + _FRAME_HEADER.size : body_end]
+        if number != sequence + 1 or chain_after(self._key, chain, number, payload) != stored:
+            if body_end == end and number == sequence + 1 and _zero_tail(payload):
+                return None  # the file grew; the payload never landed
+            raise StoreCorrupt(f"call log: record {sequence + 1} fails its check")
+        return stored, payload, body_end
 
     def _new_segment(self, first: int, chain_before: bytes) -> _Segment:
         path = self._dir / f"{first:020d}{_SUFFIX}"
@@ -322,16 +337,13 @@ class SegmentLog:
                 raise StoreUnavailable("call log segment cannot be read") from exc
             offset, number, chain = _SEGMENT_HEADER.size, first - 1, before
             while offset < len(data) and number < durable:
-                length, _, stored, _ = _FRAME_HEADER.unpack_from(data, offset)
-                start = offset + _FRAME_HEADER.size
-                payload = data[start : start + length]
+                frame = self._frame_at(data, offset, number, chain)
+                if frame is None:  # below the durable head nothing may be torn
+                    raise StoreCorrupt(f"call log: record {number + 1} fails its check")
+                chain, payload, offset = frame
                 number += 1
-                chain = chain_after(self._key, chain, number, payload)
-                if chain != stored:
-                    raise StoreCorrupt(f"call log: record {number} fails its check")
                 if number >= sequence:
                     yield number, payload
-                offset = start + length
 
     def durable_head(self) -> LogHead:
         with self._lock:
