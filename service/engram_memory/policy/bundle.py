@@ -162,6 +162,18 @@ def load_bundle_identity(bundle_dir: Path | str) -> BundleIdentity:
         raise BundleError(f"{bundle_dir}: malformed identity in {LOCK_FILE}") from exc
 
 
+def read_artifacts(directory: Path) -> tuple[bytes, bytes]:
+    """The bytes of a bundle directory's tarball and Wasm module.
+
+    Raises:
+        BundleError: either is missing or unreadable.
+    """
+    try:
+        return (directory / BUNDLE_FILE).read_bytes(), (directory / WASM_FILE).read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{directory}: missing bundle artifact") from exc
+
+
 def verify_bundle(bundle_dir: Path | str) -> BundleIdentity:
     """Recompute the content digest from the tarball and check everything the lock binds:
     digest, revision, file list, manifest, tarball and Wasm sha256. Returns the identity.
@@ -173,10 +185,7 @@ def verify_bundle(bundle_dir: Path | str) -> BundleIdentity:
     lock = read_lock(directory)
     identity = load_bundle_identity(directory)
     tar_path, wasm_path = directory / BUNDLE_FILE, directory / WASM_FILE
-    try:
-        tar_bytes, wasm = tar_path.read_bytes(), wasm_path.read_bytes()
-    except OSError as exc:
-        raise BundleError(f"{directory}: missing bundle artifact") from exc
+    tar_bytes, wasm = read_artifacts(directory)
     if sha256_hex(tar_bytes) != lock.get("bundle", {}).get("sha256"):
         raise BundleError(f"{tar_path}: sha256 differs from {LOCK_FILE}")
     if sha256_hex(wasm) != lock.get("wasm", {}).get("sha256"):

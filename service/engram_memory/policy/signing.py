@@ -40,6 +40,7 @@ from engram_memory.policy.bundle import (
     SIGNATURES_FILE,
     WASM_FILE,
     content_digest,
+    read_artifacts,
     tarball_files,
     verify_bundle,
 )
@@ -208,11 +209,7 @@ def load_signed_bundle(
     """
     directory = Path(bundle_dir)
     locked = verify_bundle(directory)
-    try:
-        tar_bytes = (directory / BUNDLE_FILE).read_bytes()
-        wasm = (directory / WASM_FILE).read_bytes()
-    except OSError as exc:
-        raise BundleError(f"{directory}: missing bundle artifact") from exc
+    tar_bytes, wasm = read_artifacts(directory)
     files = tarball_files(tar_bytes, directory / BUNDLE_FILE)
     try:
         identity, claims = verified_files(files, key)

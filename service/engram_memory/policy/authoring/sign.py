@@ -18,6 +18,7 @@ from engram_memory.policy.bundle import (
     LOCK_FILE,
     SIGNATURES_FILE,
     WASM_FILE,
+    read_artifacts,
     read_lock,
     sha256_hex,
     tarball_files,
@@ -84,11 +85,7 @@ def sign_bundle(bundle_dir: Path, signing_key: Path, key_id: str) -> None:
     directory = Path(bundle_dir)
     identity = verify_bundle(directory)
     lock = read_lock(directory)
-    try:
-        tar_bytes = (directory / BUNDLE_FILE).read_bytes()
-        wasm = (directory / WASM_FILE).read_bytes()
-    except OSError as exc:
-        raise BundleError(f"{directory}: missing bundle artifact") from exc
+    tar_bytes, wasm = read_artifacts(directory)
     if (
         sha256_hex(tar_bytes) != lock["bundle"]["sha256"]
         or sha256_hex(wasm) != lock["wasm"]["sha256"]
