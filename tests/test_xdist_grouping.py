@@ -16,3 +16,19 @@ def test_a_grouped_test_carries_its_group_in_its_node_id(request: pytest.Fixture
     if not request.config.getoption("loadgroup", default=False):
         pytest.skip("runs only under pytest-xdist with --dist loadgroup (as ./scripts/test does)")
     assert request.node.nodeid.endswith("@timing")
+
+
+@pytest.fixture(scope="module")
+def built_once() -> str:
+    return "shared"
+
+
+def test_a_test_sharing_a_module_fixture_is_grouped_by_its_module(
+    request: pytest.FixtureRequest, built_once: str
+) -> None:
+    # The module's own "timing" mark wins over the module grouping (a group is kept, not
+    # replaced), so what is checked here is the rule, through the conftest's own predicate.
+    from tests.conftest import shares_a_fixture
+
+    assert built_once == "shared"
+    assert shares_a_fixture(request.node)
