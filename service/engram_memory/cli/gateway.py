@@ -1,4 +1,6 @@
-"""`engram-memory gateway --config FILE [--check]` and `engram-memory gateway verify-audit FILE`.
+"""`engram-memory gateway --config FILE [--check]`, `engram-memory gateway verify-audit FILE`
+and `engram-memory gateway dev-idp [mint]` (a development identity provider,
+cli/gateway_dev_idp.py; NOT FOR PRODUCTION).
 
 Exit codes: 0 stopped normally (or `--check` passed, or the audit chain verified); 1 the
 audit chain does not verify; 2 the configuration, the signing key, the OS user or the audit
@@ -46,6 +48,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         "verify-audit", help="re-check the hash chain of a gateway audit log (exit 0 / 1)"
     )
     verify.add_argument("file", help="the gateway audit log (JSON lines)")
+    from engram_memory.cli import gateway_dev_idp
+
+    gateway_dev_idp.add_parser(actions)
     return gateway
 
 
@@ -76,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     """
     if args.gateway_command == "verify-audit":
         return _verify_audit(Path(args.file))
+    if args.gateway_command == "dev-idp":
+        from engram_memory.cli import gateway_dev_idp
+
+        return gateway_dev_idp.run(args)
     if not args.config:
         _say("--config FILE is required")
         return EXIT_CONFIG

@@ -38,6 +38,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.OpaBinaryNotFound: EXIT_CONFIG,
     x.OpaServerStartError: EXIT_CONFIG,
     x.PolicyDataError: EXIT_CONFIG,
+    x.DevIdpRefused: EXIT_CONFIG,
     x.PolicyTestError: EXIT_CONFIG,
     x.StoreRefusal: x.StoreRefusal.exit_code,
     x.StoreBehindAnchor: x.StoreBehindAnchor.exit_code,

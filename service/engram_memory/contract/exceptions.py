@@ -23,6 +23,7 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
             OpaServerStartError     exit 2
             PolicyDataError         exit 2
             PolicyTestError         exit 2
+            DevIdpRefused           exit 2 (`gateway dev-idp`: its `code`, DEV_IDP_*)
         StoreRefusal                exit 1 (its `exit_code`)
             StoreBehindAnchor       exit 3
             StoreDamaged            exit 4
@@ -133,6 +134,16 @@ class ProtocolRefusal(EngramError):
 
 class ConfigurationError(EngramError):
     """Operator configuration is unusable; the CLI prints one line and exits 2."""
+
+
+class DevIdpRefused(ConfigurationError):
+    """The development identity provider (gateway/dev_idp.py) refuses: `code` is one of its
+    DEV_IDP_* codes, `field` the request field at fault (for DEV_IDP_INVALID_REQUEST). The
+    text leads with the code, so the CLI's one line names it."""
+
+    def __init__(self, code: str, message: str, *, field: str = "") -> None:
+        super().__init__(f"{code}: {message}" + (f" ({field})" if field else ""))
+        self.code, self.field = code, field
 
 
 class StoreRefusal(EngramError):
