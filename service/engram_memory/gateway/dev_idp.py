@@ -199,7 +199,9 @@ class DevIdp:
 
     def authorized(self, header: str | None) -> bool:
         """Whether an `Authorization` header carries the mint secret (constant time)."""
-        presented = (header or "").removeprefix("Bearer ").encode("utf-8", "replace")
+        if header is None or not header.startswith("Bearer "):
+            return False
+        presented = header.removeprefix("Bearer ").encode("utf-8", "replace")
         return hmac.compare_digest(presented, self.mint_secret.encode("ascii"))
 
     def mint(self, request: TokenRequest, now: float | None = None) -> str:
