@@ -8,8 +8,12 @@ serve` the gateway starts, and the MCP SDK client over streamable HTTP with toke
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -118,8 +122,7 @@ def _stop(process: subprocess.Popen[Any]) -> None:
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTeam]:
     home = tmp_path_factory.mktemp("home")
-    init_host_dir(home / ".engram-secrets")
-    (home / ".engram-team-dev").mkdir()
+    init_host_dir(home / ".engram-team-dev" / "secrets")
     # A newcomer's shell: their HOME, the environment's engram-memory on PATH.
     env = {**os.environ, "HOME": str(home), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     port = free_port()
@@ -238,3 +241,113 @@ async def test_expired_and_forged_tokens_are_refused_401_and_audited(team: Local
     )
     assert genuine not in logged
     assert all(token not in logged for token, _reason in cases.values())
+
+
+PAGE = REPO / "docs/operators/team-mode.md"
+# A marked command block and the output block right after it, if any.
+BLOCK = re.compile(
+    r"<!-- team-mode: ([a-z-]+) -->\n```bash\n(.*?)\n```(?:\n\n```text\n(.*?)\n```)?", re.S
+)
+# The blocks a reader leaves running in terminals of their own, and where they listen.
+LONG_RUNNING = {
+    "dev-idp": "http://127.0.0.1:8790/.well-known/oauth-authorization-server",
+    "gateway": "http://127.0.0.1:8787/mcp",
+}
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        # As the servers bind: a port whose old connections linger in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _in_background(block: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            ["bash", "-c", block], cwd=REPO, env=env, stdout=out, stderr=out, start_new_session=True
+        )
+
+
+def _wait_for_dev_idp(url: str, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(400):
+        try:
+            if httpx.get(url, timeout=0.5).status_code == 200:
+                return
+        except httpx.TransportError:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+            assert process.poll() is None, "the dev-idp exited during start-up"
+    raise AssertionError("dev-idp never answered")
+
+
+def _interrupt(process: subprocess.Popen[bytes]) -> int:
+    """Ctrl-C, as the reader stops it (to its process group: bash and its child)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        return process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        raise
+
+
+def test_the_try_it_locally_walk_through_runs_to_the_letter(tmp_path: Path) -> None:
+    """docs/operators/team-mode.md, block by block, at the ports it names, in an empty HOME."""
+    if _port_taken(8787) or _port_taken(8790):
+        pytest.skip("the page's ports 8787/8790 are in use on this machine")
+    blocks = {
+        name: (script, expected) for name, script, expected in BLOCK.findall(PAGE.read_text())
+    }
+    assert list(blocks) == [
+        "keys", "dev-idp", "gateway", "unauthenticated", "alice", "groups", "refusals", "clean-up"
+    ]  # fmt: skip
+    assert (REPO / ".venv/bin/activate").exists()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+
+    def shell(script: str) -> subprocess.CompletedProcess[str]:
+        ran = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail\n{script}"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert ran.returncode == 0, f"{script}\n--- stderr:\n{ran.stderr}"
+        return ran
+
+    assert "team-dev.yaml is valid (mode http)" in shell(blocks["keys"][0]).stderr
+    running: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, url in LONG_RUNNING.items():
+            process = _in_background(blocks[name][0], env, tmp_path / f"{name}.log")
+            running.append(process)
+            if name == "dev-idp":
+                _wait_for_dev_idp(url, process)
+            else:
+                wait_until_listening(url, process)
+        assert "NOT FOR PRODUCTION" in (tmp_path / "dev-idp.log").read_text()
+        # Terminal 1, where `keys` activated the virtualenv: the helper function and the
+        # tokens carry from block to block.
+        steps = ["unauthenticated", "alice", "groups", "refusals"]
+        script = "source .venv/bin/activate\n" + "".join(
+            f"echo '@@ {name}'\n{blocks[name][0]}\n" for name in steps
+        )
+        outputs = shell(script).stdout.replace("\r", "").split("@@ ")[1:]
+        for name, output in zip(steps, outputs, strict=True):
+            shown = output.removeprefix(name + "\n").splitlines()
+            assert shown == blocks[name][1].splitlines(), name
+    finally:
+        codes = [_interrupt(process) for process in reversed(running)]
+    assert codes == [0, 0]
+    assert not (home / ".engram-dev-idp.json").exists()
+    shell(blocks["clean-up"][0])
+    assert not (home / ".engram-team-dev").exists()

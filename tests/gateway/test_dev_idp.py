@@ -375,8 +375,7 @@ def test_help_and_the_start_up_line_say_not_for_production(tmp_path: Path) -> No
 def test_team_dev_yaml_passes_gateway_check(tmp_path: Path) -> None:
     """The example, as the walk-through uses it: keys from `host init` in HOME, the
     engram-memory of this environment on PATH."""
-    init_host_dir(tmp_path / ".engram-secrets")
-    (tmp_path / ".engram-team-dev").mkdir()
+    init_host_dir(tmp_path / ".engram-team-dev" / "secrets")
     env = {**os.environ, "HOME": str(tmp_path)}
     env["PATH"] = f"{Path(ENGRAM_MEMORY).parent}{os.pathsep}{env.get('PATH', '')}"
     assert shutil.which("engram-memory", path=env["PATH"]) is not None
