@@ -132,6 +132,12 @@ def test_the_metadata_is_rfc_8414_and_leads_to_a_jwks_of_one_es256_signing_key(
     assert httpx.get(server.issuer + "/nothing", timeout=10).status_code == 404
 
 
+def test_a_port_already_served_is_refused_with_its_code(server: DevIdpServer) -> None:
+    with pytest.raises(DevIdpRefused) as refused:
+        DevIdpServer("127.0.0.1", server.port)
+    assert refused.value.code == dev_idp.CANNOT_LISTEN
+
+
 def test_two_runs_have_two_keys(server: DevIdpServer) -> None:
     other = DevIdpServer("127.0.0.1", 0)
     try:
@@ -318,6 +324,7 @@ def test_cli_mint_prints_the_token_alone(
     ("argv", "code"),
     [
         (["gateway", "dev-idp", "--host", ALL_INTERFACES, "--port", "0"], dev_idp.NOT_LOOPBACK),
+        (["gateway", "dev-idp", "--port", "65536"], dev_idp.CANNOT_LISTEN),
         (["gateway", "dev-idp", "mint", "--sub", "a"], dev_idp.NOT_RUNNING),
         (["gateway", "dev-idp", "mint", "--sub", "a b"], dev_idp.INVALID_REQUEST),
     ],

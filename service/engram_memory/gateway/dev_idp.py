@@ -270,6 +270,8 @@ class DevIdpServer:
             bind_host = "127.0.0.1"
         server_class = _Server6 if ":" in bind_host else _Server
         try:
+            if not 0 <= port <= 65535:
+                raise OSError(0, "not a port number")
             self._http = server_class((bind_host, port), _Handler)
         except OSError as exc:
             raise DevIdpRefused(
