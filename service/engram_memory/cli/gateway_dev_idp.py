@@ -18,6 +18,7 @@ from typing import Any
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8790  # examples/gateway/team-dev.yaml's issuer
 _WARNING = "NOT FOR PRODUCTION"
+EXIT_REFUSED = 2
 
 
 def add_parser(actions: Any) -> argparse.ArgumentParser:
@@ -88,14 +89,37 @@ def _say(line: str) -> None:
     print(f"engram-memory gateway dev-idp: {line}", file=sys.stderr, flush=True)
 
 
+_NAME_SHAPE = "letters, digits and ._@- (at most 64, the first a letter or digit)"
+# A refused request field: the flag the user gave, and what it must look like.
+_FLAGS = {
+    "sub": ("--sub", _NAME_SHAPE),
+    "client": ("--client", _NAME_SHAPE),
+    "groups": ("--group", "letters, digits and ._- (at most 64 each, at most 16 groups)"),
+    "scope": ("--scope", "letters, digits and ._:/- (at most 64 each, at most 16 scopes)"),
+    "tenant": ("--tenant", "letters, digits and ._- (the first a letter or digit)"),
+    "workspace": ("--workspace", "letters, digits and ._- (the first a letter or digit)"),
+    "audience": ("--audience", "an http:// or https:// URL"),
+    "lifetime_s": ("--lifetime", "60 to 86400 seconds"),
+}
+
+
 def run(args: argparse.Namespace) -> int:
-    """Raises: DevIdpRefused: a DEV_IDP_* refusal (cli/main.py prints it, exit 2)."""
+    """The `dev-idp` command: 0, or 2 after one line naming the DEV_IDP_* code."""
+    from engram_memory.contract.exceptions import DevIdpRefused
     from engram_memory.gateway.dev_idp_mint import default_state_file
 
     state_file = Path(args.state) if args.state else default_state_file()
-    if args.dev_idp_command == "mint":
-        return _mint(args, state_file)
-    return _serve(args, state_file)
+    try:
+        if args.dev_idp_command == "mint":
+            return _mint(args, state_file)
+        return _serve(args, state_file)
+    except DevIdpRefused as refused:
+        flag = _FLAGS.get(refused.field)
+        if flag is None:
+            _say(str(refused))
+        else:
+            _say(f"{refused.code}: {flag[0]} refused: it must be {flag[1]}")
+        return EXIT_REFUSED
 
 
 def _mint(args: argparse.Namespace, state_file: Path) -> int:

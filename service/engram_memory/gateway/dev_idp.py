@@ -165,7 +165,8 @@ def check_loopback(host: str) -> None:
         raise DevIdpRefused(
             NOT_LOOPBACK,
             f"--host {_shown(host)} is not a loopback address; the development identity "
-            f"provider listens on 127.0.0.1, ::1 or localhost only ({NOT_FOR_PRODUCTION})",
+            "provider listens on 127.0.0.1, ::1 or localhost only: leave --host out (other "
+            f"machines need a real identity provider; this one is {NOT_FOR_PRODUCTION})",
         )
 
 
@@ -275,7 +276,10 @@ class DevIdpServer:
             self._http = server_class((bind_host, port), _Handler)
         except OSError as exc:
             raise DevIdpRefused(
-                CANNOT_LISTEN, f"cannot listen on {url_host(bind_host)}:{port}: {exc.strerror}"
+                CANNOT_LISTEN,
+                f"cannot listen on {url_host(bind_host)}:{port}: {exc.strerror}; stop what "
+                "serves it (another dev-idp?) or pick another --port, and give the gateway's "
+                "http.issuer and http.jwks_url that port",
             ) from None
         self.port = int(self._http.server_address[1])
         self.idp = DevIdp(f"http://{url_host(bind_host)}:{self.port}", audience)

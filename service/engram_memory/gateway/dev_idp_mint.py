@@ -115,7 +115,9 @@ def request_token(state: DevIdpState, request: dict[str, Any]) -> str:
         return token
     if answer.status_code == 401:
         raise DevIdpRefused(
-            UNAUTHORIZED, "the running dev-idp is not the one that wrote the state file"
+            UNAUTHORIZED,
+            f"the dev-idp at {state.issuer} is not the one that wrote the state file: pass the "
+            "running one's --state, or restart it",
         )
     if answer.status_code == 400 and body.get("code") == INVALID_REQUEST:
         field = body.get("field")
@@ -124,4 +126,7 @@ def request_token(state: DevIdpState, request: dict[str, Any]) -> str:
             "the dev-idp refused the request",
             field=field if isinstance(field, str) else "",
         )
-    raise DevIdpRefused(UNREACHABLE, f"{state.issuer} answered {answer.status_code}")
+    raise DevIdpRefused(
+        UNREACHABLE,
+        f"{state.issuer} answered {answer.status_code}, not as a dev-idp: {_START_HINT}",
+    )
