@@ -325,6 +325,7 @@ def test_cli_mint_prints_the_token_alone(
     [
         (["gateway", "dev-idp", "--host", ALL_INTERFACES, "--port", "0"], dev_idp.NOT_LOOPBACK),
         (["gateway", "dev-idp", "--port", "65536"], dev_idp.CANNOT_LISTEN),
+        (["gateway", "dev-idp", "--port", "0"], dev_idp.STATE_UNWRITABLE),
         (["gateway", "dev-idp", "mint", "--sub", "a"], dev_idp.NOT_RUNNING),
         (["gateway", "dev-idp", "mint", "--sub", "a b"], dev_idp.INVALID_REQUEST),
     ],
@@ -337,7 +338,10 @@ def test_cli_refusals_exit_2_with_their_code_and_write_nothing(
     argv: list[str],
     code: str,
 ) -> None:
-    chosen = tmp_path / "absent.json" if code == dev_idp.NOT_RUNNING else state
+    chosen = {
+        dev_idp.NOT_RUNNING: tmp_path / "absent.json",
+        dev_idp.STATE_UNWRITABLE: state / "under-a-file.json",
+    }.get(code, state)
     before = sorted(tmp_path.iterdir())
     assert main([*argv, "--state", str(chosen)]) == 2
     captured = capsys.readouterr()

@@ -154,11 +154,12 @@ def _serve(args: argparse.Namespace, state_file: Path) -> int:
         args.host, args.port, audience=args.audience or DEFAULT_AUDIENCE, on_mint=minted
     )
     stopped = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda _signum, _frame: stopped.set())
     state = DevIdpState(server.issuer, server.idp.mint_secret)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         write_state(state_file, state)
+        for signum in previous:
+            signal.signal(signum, lambda _signum, _frame: stopped.set())
         server.start()
         _say(
             f"{_WARNING}: development identity provider at {server.issuer} "
@@ -168,6 +169,8 @@ def _serve(args: argparse.Namespace, state_file: Path) -> int:
         )
         stopped.wait()
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         server.close()
         remove_state(state_file, state)
     _say("stopped")

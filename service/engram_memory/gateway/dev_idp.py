@@ -62,6 +62,7 @@ UNAUTHORIZED = "DEV_IDP_UNAUTHORIZED"
 UNREACHABLE = "DEV_IDP_UNREACHABLE"
 NOT_RUNNING = "DEV_IDP_NOT_RUNNING"
 CANNOT_LISTEN = "DEV_IDP_CANNOT_LISTEN"
+STATE_UNWRITABLE = "DEV_IDP_STATE_UNWRITABLE"
 
 # Deliberately narrow ASCII shapes: what is minted must pass the gateway's own checks, and
 # whatever the IdP logs must be safe to print as it is.

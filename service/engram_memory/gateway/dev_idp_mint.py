@@ -22,6 +22,7 @@ from engram_memory.gateway.dev_idp import (
     INVALID_REQUEST,
     MINT_PATH,
     NOT_RUNNING,
+    STATE_UNWRITABLE,
     UNAUTHORIZED,
     UNREACHABLE,
 )
@@ -45,15 +46,26 @@ def default_state_file() -> Path:
 
 def write_state(path: Path, state: DevIdpState) -> None:
     """Write the state file 0600 (a temporary file renamed over it: a reader never sees
-    half of one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    half of one).
+
+    Raises:
+        DevIdpRefused: DEV_IDP_STATE_UNWRITABLE, the file cannot be written there.
+    """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        temporary.unlink()
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump({"issuer": state.issuer, "mint_secret": state.mint_secret}, handle)
-    os.replace(temporary, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump({"issuer": state.issuer, "mint_secret": state.mint_secret}, handle)
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise DevIdpRefused(
+            STATE_UNWRITABLE,
+            f"cannot write the state file {path}: {exc.strerror or type(exc).__name__}; "
+            "pass a writable --state (and the same --state to `dev-idp mint`)",
+        ) from None
 
 
 def remove_state(path: Path, state: DevIdpState) -> None:
