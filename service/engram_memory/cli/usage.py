@@ -1,0 +1,75 @@
+"""Usage errors that name what was typed wrong.
+
+argparse reports the first rule it trips over, which is often not the mistake: after an
+unknown `--conifg`, the file name that follows is read as a subcommand ("invalid choice:
+'x.yaml'"); an unknown option before any command reads as "arguments are required: command".
+So whenever the command line holds an option that no parser of the chosen command knows, that
+option is the error reported, with the nearest known spelling; otherwise argparse's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A command line argparse refused; `parser` is the (sub)command that refused it."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class NamingParser(argparse.ArgumentParser):
+    """An ArgumentParser whose refusals reach `report` (subparsers inherit the class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
+
+
+def known_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of `parser` and of the subcommand parsers built under it."""
+    known: set[str] = set()
+    for action in parser._actions:
+        known.update(action.option_strings)
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                known |= known_options(child)
+    return known
+
+
+def unknown_options(argv: Sequence[str], known: set[str]) -> list[str]:
+    """The option words of `argv` (`--name` or `--name=value`, `-x`) not in `known`."""
+    unknown = []
+    for word in argv:
+        if word == "--":
+            break
+        if not word.startswith("-") or word == "-" or word[1:2].isdigit():
+            continue
+        name = word.split("=", 1)[0]
+        if name not in known:
+            unknown.append(name)
+    return unknown
+
+
+def report(error: UsageError, argv: Sequence[str], root: argparse.ArgumentParser) -> NoReturn:
+    """Print the refusing command's usage and the error, naming an unknown option; exit 2."""
+    known = known_options(root)
+    unknown = unknown_options(argv, known)
+    if unknown:
+        flag = unknown[0]
+        close = difflib.get_close_matches(flag, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        message = f"unknown option {flag}{hint}; `{error.parser.prog} --help` lists the options"
+    else:
+        message = error.message
+    error.parser.print_usage(sys.stderr)
+    print(f"{error.parser.prog}: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
