@@ -98,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
         config = preflight(Path(args.config))
     except GatewayConfigError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        _say(f"{len(exc.problems)} problem(s) in {args.config}; nothing was started")
+            print(problem, file=sys.stderr)  # one line each, nothing else: clients log stderr
         return EXIT_CONFIG
     if args.check:
         _say(f"configuration {args.config} is valid (mode {config.mode})")
