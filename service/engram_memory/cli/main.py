@@ -15,8 +15,13 @@ from collections.abc import Callable, Sequence
 
 from engram_memory._internal.log_lines import EscapingFormatter
 from engram_memory._internal.private_files import use_private_umask
-from engram_memory.cli.usage import NamingParser, UsageError, report
-from engram_memory.contract.exceptions import ConfigurationError, EngramError, StoreRefusal
+from engram_memory.cli.usage import NamingParser, report
+from engram_memory.contract.exceptions import (
+    CommandLineRefused,
+    ConfigurationError,
+    EngramError,
+    StoreRefusal,
+)
 
 EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
 # Commands that create store, key, export or backup files: they run under umask 077.
@@ -79,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(command if command in COMMANDS else None)
     try:
         args = parser.parse_args(raw)
-    except UsageError as refused:
+    except CommandLineRefused as refused:
         report(refused, raw, parser)
     # Whatever DuckDB creates on its own (WAL, temporary files, attached copies) must be as
     # private as the files we create with explicit modes (private_files.py).

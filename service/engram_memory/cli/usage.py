@@ -15,23 +15,16 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from engram_memory.contract.exceptions import CommandLineRefused
+
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """A command line argparse refused; `parser` is the (sub)command that refused it."""
-
-    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
-        super().__init__(message)
-        self.parser = parser
-        self.message = message
 
 
 class NamingParser(argparse.ArgumentParser):
     """An ArgumentParser whose refusals reach `report` (subparsers inherit the class)."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self, message)
+        raise CommandLineRefused(self, message)
 
 
 def known_options(parser: argparse.ArgumentParser) -> set[str]:
@@ -59,17 +52,21 @@ def unknown_options(argv: Sequence[str], known: set[str]) -> list[str]:
     return unknown
 
 
-def report(error: UsageError, argv: Sequence[str], root: argparse.ArgumentParser) -> NoReturn:
+def report(
+    error: CommandLineRefused, argv: Sequence[str], root: argparse.ArgumentParser
+) -> NoReturn:
     """Print the refusing command's usage and the error, naming an unknown option; exit 2."""
+    parser = error.parser
+    assert isinstance(parser, argparse.ArgumentParser)
     known = known_options(root)
     unknown = unknown_options(argv, known)
     if unknown:
         flag = unknown[0]
         close = difflib.get_close_matches(flag, sorted(known), n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        message = f"unknown option {flag}{hint}; `{error.parser.prog} --help` lists the options"
+        message = f"unknown option {flag}{hint}; `{parser.prog} --help` lists the options"
     else:
         message = error.message
-    error.parser.print_usage(sys.stderr)
-    print(f"{error.parser.prog}: error: {message}", file=sys.stderr)
+    parser.print_usage(sys.stderr)
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
