@@ -23,7 +23,9 @@ def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> set[str
     with pytest.raises(SystemExit) as refused:
         main(argv)
     assert refused.value.code == 2
-    return _tokens(capsys.readouterr().err)
+    # The error line alone: the usage line above it lists every option anyway.
+    (error,) = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    return _tokens(error)
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,12 @@ def test_an_unknown_option_is_the_error_named(
     assert named in tokens
     if suggested is not None:
         assert suggested in tokens
+
+
+def test_a_configuration_file_without_its_option_names_the_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert "--config" in _usage_error(["gateway", "desktop.yaml", "--check"], capsys)
 
 
 def test_without_an_unknown_option_argparse_names_the_mistake(

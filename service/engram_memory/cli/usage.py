@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -66,7 +67,19 @@ def report(
         hint = f" (did you mean {close[0]}?)" if close else ""
         message = f"unknown option {flag}{hint}; `{parser.prog} --help` lists the options"
     else:
-        message = error.message
+        message = error.message + _file_for_config(error.message, parser)
     parser.print_usage(sys.stderr)
     print(f"{parser.prog}: error: {message}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
+
+
+def _file_for_config(message: str, parser: argparse.ArgumentParser) -> str:
+    """`gateway desktop.yaml`: a file name where a subcommand was expected is a forgotten
+    `--config`, when the command has one."""
+    chosen = re.search(r"invalid choice: '([^']+)'", message)
+    if chosen is None or "--config" not in known_options(parser):
+        return ""
+    value = chosen[1]
+    if not value.endswith((".yaml", ".yml", ".json")):
+        return ""
+    return f"; did you mean --config {value}?"
