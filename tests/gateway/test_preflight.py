@@ -157,3 +157,13 @@ def test_a_bare_program_is_found_beside_the_gateways_python_when_not_on_path() -
     assert beside.is_file()  # the venv's console script
     assert resolve_program("engram-memory", {"PATH": "/nonexistent"}) == str(beside)
     assert resolve_program("./engram-memory", {"PATH": "/nonexistent"}) is None
+
+
+def test_the_operator_page_exists_and_names_only_files_that_exist() -> None:
+    from engram_memory.gateway.preflight import GUIDE
+
+    root = EXAMPLES.parent
+    page = (root / GUIDE).read_text(encoding="utf-8")
+    named = set(re.findall(r"`((?:tests|examples|service)/[\w./-]+\.(?:py|yaml))`", page))
+    assert named
+    assert [path for path in sorted(named) if not (root / path).is_file()] == []
