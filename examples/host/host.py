@@ -281,7 +281,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list")
     search = sub.add_parser("search")
-    search.add_argument("query")
+    # Every word: `search refund courier` is one query, quoted or not.
+    search.add_argument("query", nargs="+")
     search.add_argument("--limit", type=int)
     sub.add_parser("get").add_argument("record_id")
     capture = sub.add_parser("capture")
@@ -328,7 +329,8 @@ class HostCommands:
             self._print([tool.name for tool in await self.host.list_tools()])
             return OK
         if args.command == "search":
-            arguments: dict[str, Any] = {"query": args.query, "purpose_ref": purpose}
+            query = " ".join(args.query)
+            arguments: dict[str, Any] = {"query": query, "purpose_ref": purpose}
             if args.limit is not None:
                 arguments["limit"] = args.limit
             return await self._call("engram_memory_search", arguments)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -266,3 +267,15 @@ async def test_agents_are_served_while_a_large_export_runs_and_it_holds_one_snap
     assert snapshot > SEEDED_ENTRIES
     (count,) = _rows(tmp_path / "big", "audit_entries", "count(*)")[0]
     assert count == snapshot
+
+
+def test_an_unnamed_export_of_a_store_a_server_holds_names_the_flags_that_reach_it(
+    serving: tuple[dict[str, str], str], tmp_path: Path
+) -> None:
+    """Issue 24, finding 7: not "cannot be opened", but how to export through the server."""
+    env, _ = serving
+    refused = _cli(env, "audit", "export", "--out", str(tmp_path / "unnamed"))
+    assert refused.returncode == 2
+    named = set(re.findall(r"--[a-z]+", refused.stderr))
+    assert {"--tenant", "--workspace", "--operator"} <= named
+    assert not (tmp_path / "unnamed" / "manifest.json").exists()

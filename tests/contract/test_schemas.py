@@ -83,7 +83,7 @@ def test_capture_schema_exposes_bounds_and_requirements() -> None:
     assert component["properties"]["citation_ids"]["uniqueItems"] is True
     assert "65536 UTF-8 bytes" in component["properties"]["text"]["description"]
     key = schema["properties"]["idempotency_key"]
-    assert (key["minLength"], key["maxLength"]) == (4, 256)
+    assert (key["minLength"], key["maxLength"]) == (16, 256)
 
 
 def test_search_schema_has_no_materialized_defaults() -> None:

@@ -284,8 +284,10 @@ def test_an_unreadable_signing_key_missing_upstream_program_or_unwritable_audit_
     result = _gateway_run("--config", str(setup.config), "--check")
     assert (result.returncode, len(result.stderr.splitlines())) == (2, 1)
     setup = write_setup(tmp_path, host_secrets)
+    # A missing directory is made at start; one under a regular file cannot be.
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
     no_log = setup.config.read_text(encoding="utf-8").replace(
-        "gateway-audit.jsonl", "absent/gateway-audit.jsonl"
+        "gateway-audit.jsonl", f"{tmp_path}/a-file/gateway-audit.jsonl"
     )
     setup.config.write_text(no_log, encoding="utf-8")
     result = _gateway_run("--config", str(setup.config))

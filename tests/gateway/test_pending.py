@@ -58,3 +58,30 @@ def test_a_capture_is_shown_by_its_operation_digest(gateway: _Gateway) -> None:
     pending = gateway._pending("engram_memory_capture", arguments, CALLER)
     assert pending is not None
     assert pending.target == pending.op_digest
+
+
+class _NoElicitation:
+    """The request context of a client that declared no elicitation capability."""
+
+    protocol_version = "2025-06-18"
+
+    class session:  # the attribute of the SDK context that the check reads
+        client_capabilities = None
+
+
+async def test_a_client_without_elicitation_gets_gate_failed_and_the_log_names_the_fix(
+    gateway: _Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    import mcp_types as types
+
+    arguments = {"record_id": RECORD, "idempotency_key": "k" * 16, "reason_ref": "reason:x"}
+    pending = gateway._pending("engram_memory_forget", arguments, CALLER)
+    assert pending is not None
+    params = types.CallToolRequestParams(name="engram_memory_forget", arguments=arguments)
+    with caplog.at_level("WARNING", logger="engram_memory.gateway"):
+        result = await gateway._confirm(_NoElicitation(), params, pending)  # type: ignore[arg-type]
+    assert isinstance(result, types.CallToolResult)
+    assert result.structured_content is not None
+    assert result.structured_content["error"]["code"] == "gate_failed"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "engram_memory.gateway"]
+    assert {"engram_memory_forget", "elicitation"} <= set(line.replace(",", " ").split())

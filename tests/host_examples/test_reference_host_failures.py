@@ -258,6 +258,15 @@ def test_repl_help_lists_every_command_and_mistakes_do_not_end_it(
     assert len(shown) == 2 * 9 + 3, run.stderr
 
 
+def test_an_unquoted_search_of_several_words_is_one_query(
+    running_server: RunningServer, tmp_path: Path
+) -> None:
+    run = repl(running_server, tmp_path, "search refund courier", 'search "refund courier"')
+    assert run.returncode == 0, run.stderr
+    # Both searched (before, the unquoted one was a usage error and printed no envelope).
+    assert [document["ok"] for document in run.documents] == [True, True]
+
+
 @pytest.mark.parametrize("last", ["exit", "quit", None], ids=["exit", "quit", "end-of-input"])
 def test_repl_leaves_with_0_after_a_failed_command(
     running_server: RunningServer, tmp_path: Path, last: str | None

@@ -21,6 +21,19 @@ def flag_or_env(flags: Mapping[str, str | None], env: Mapping[str, str], name: s
     return value if value is not None else env.get(name)
 
 
+# Flags not spelled like their variable.
+_FLAG_SPELLING = {"memory_enabled": "--enable-memory"}
+
+
+def given_as(flags: Mapping[str, str | None], name: str) -> str:
+    """How the user gave setting `name`: its flag (`--root-key`) when the flag was given,
+    else the variable (`ENGRAM_ROOT_KEY`), so a message names what the user typed."""
+    key = name.lower().removeprefix("engram_")
+    if flags.get(key) is None:
+        return name
+    return _FLAG_SPELLING.get(key, "--" + key.replace("_", "-"))
+
+
 def boolean(text: str, name: str) -> bool:
     """Raises: ConfigurationError: `text` is not one of the true/false spellings."""
     lowered = text.strip().lower()

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     """The `gateway` command.
 
     Raises:
-        ConfigurationError: the signing key or OS user check failed (cli.py prints it, 2).
+        ConfigurationError: the audit log cannot be opened at start (cli.py prints it, 2).
     """
     if args.gateway_command == "verify-audit":
         return _verify_audit(Path(args.file))
@@ -89,52 +89,21 @@ def run(args: argparse.Namespace) -> int:
         _say("--config FILE is required")
         return EXIT_CONFIG
     from engram_memory.contract.agent_manual import configured_language
-    from engram_memory.gateway.config import load_gateway_config
+    from engram_memory.gateway.preflight import preflight
 
     configured_language()  # the agent's manual: a bad ENGRAM_INSTRUCTIONS_LANGUAGE exits 2 now
 
     try:
-        config = load_gateway_config(Path(args.config))
+        # The file and the machine (key, audit log, upstream, OS user), every problem at once.
+        config = preflight(Path(args.config))
     except GatewayConfigError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print(problem, file=sys.stderr)  # one line each, nothing else: clients log stderr
         return EXIT_CONFIG
-    from engram_memory.host.keys import HostSigningKey
-
-    HostSigningKey.from_pem_file(config.signing_key)  # ConfigurationError: exit 2
-    _check_upstream_program(config)
-    if config.mode == "stdio":
-        from engram_memory.gateway.os_user import check_os_user
-
-        assert config.stdio is not None
-        check_os_user(config.stdio)
-    else:
-        from engram_memory.gateway.http import http_settings
-
-        assert config.http is not None
-        http_settings(config.http)  # ConfigurationError (off loopback, no allowed_hosts): exit 2
     if args.check:
         _say(f"configuration {args.config} is valid (mode {config.mode})")
         return EXIT_OK
     return _serve(config)
-
-
-def _check_upstream_program(config: GatewayConfig) -> None:
-    """Raises: ConfigurationError: `upstream.command[0]` is not an executable file (looked
-    up on the child's PATH when it holds no `/`)."""
-    import os
-    import shutil
-
-    command = config.upstream.command
-    if command is None:
-        return
-    # The child's PATH, as upstream.child_environment gives it (not imported: it needs the
-    # MCP SDK, which `--check` spares).
-    search_path = config.upstream.env.get("PATH", os.environ.get("PATH"))
-    if shutil.which(command[0], path=search_path) is None:
-        raise ConfigurationError(
-            f"upstream.command[0] {command[0]!r} is not an executable file (nor found on PATH)"
-        )
 
 
 def _serve(config: GatewayConfig) -> int:
@@ -142,6 +111,8 @@ def _serve(config: GatewayConfig) -> int:
 
     from engram_memory.gateway.audit_log import GatewayAudit
 
+    # The log's directory (`~/.engram` on a first run) is ours to make, private.
+    config.audit_log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         audit = GatewayAudit.open(config.audit_log, config.host_id)
     except GatewayAuditUnavailable as exc:

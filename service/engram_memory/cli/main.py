@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 
 from engram_memory._internal.log_lines import EscapingFormatter
 from engram_memory._internal.private_files import use_private_umask
-from engram_memory.contract.exceptions import ConfigurationError, EngramError, StoreRefusal
+from engram_memory.cli.usage import NamingParser, report
+from engram_memory.contract.exceptions import (
+    CommandLineRefused,
+    ConfigurationError,
+    EngramError,
+    StoreRefusal,
+)
 
 EXIT_CONFIG = 2  # configuration unusable; 3: store behind its head anchor; 4: store damaged
 # Commands that create store, key, export or backup files: they run under umask 077.
@@ -52,7 +58,7 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with `command`'s own subparser (its module imported) and every other
     command listed from the registry only."""
-    parser = argparse.ArgumentParser(prog="engram-memory", description=__doc__)
+    parser = NamingParser(prog="engram-memory", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_line) in COMMANDS.items():
         if name == command:
@@ -73,8 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("mcp").setLevel(logging.WARNING)
     raw = list(sys.argv[1:] if argv is None else argv)
     command = chosen_command(raw)
-    # An unknown command builds no module's parser; argparse refuses it (exit 2).
-    args = build_parser(command if command in COMMANDS else None).parse_args(raw)
+    # An unknown command builds no module's parser; argparse refuses it (exit 2), naming an
+    # unknown option when there is one (usage.py).
+    parser = build_parser(command if command in COMMANDS else None)
+    try:
+        args = parser.parse_args(raw)
+    except CommandLineRefused as refused:
+        report(refused, raw, parser)
     # Whatever DuckDB creates on its own (WAL, temporary files, attached copies) must be as
     # private as the files we create with explicit modes (private_files.py).
     previous_umask = use_private_umask() if args.command in _PRIVATE_COMMANDS else None

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from mcp import StdioServerParameters
 
-from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
 from engram_memory.client.reference_host import (
     Binding,
     ConfirmationPrompt,
@@ -175,6 +175,9 @@ def run_demo(workdir: Path, *, transport: str = "stdio") -> int:
         "ENGRAM_DATA_DIR": str(data_dir),
         "ENGRAM_HOST_KEYS": str(public_keys),
         "ENGRAM_ROOT_KEY": str(root_key),
+        # init_host_dir made it: with it the server signs its audit checkpoints, and the
+        # first run prints no "no checkpoint key" warning the demo does not explain.
+        "ENGRAM_CHECKPOINT_KEY": str(root_key.parent / CHECKPOINT_KEY_FILE),
         "ENGRAM_POLICY": "embedded",
         "ENGRAM_MEMORY_ENABLED": "true",
     }

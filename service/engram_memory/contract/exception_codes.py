@@ -84,6 +84,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.GatewayAuditInvalid: EXIT_FAILED,
     x.CallerUnavailable: ProtocolCode.CONTEXT_UNAVAILABLE,
     x.GatewayConfigError: EXIT_CONFIG,
+    x.CommandLineRefused: EXIT_CONFIG,
     x.JwksUnavailable: RefusalReason.TOKEN_INVALID,
     x.UnknownKey: RefusalReason.TOKEN_INVALID,
     x.OAuthRefused: RefusalReason.TOKEN_INVALID,

@@ -66,6 +66,7 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
     GatewayAuditInvalid             exit 1 (`gateway audit verify`)
     CallerUnavailable               CONTEXT_UNAVAILABLE
     GatewayConfigError              exit 2
+    CommandLineRefused              exit 2 (usage; cli/usage.py names the unknown option)
     JwksUnavailable                 TOKEN_INVALID refusal (as an OAuthRefused)
     UnknownKey                      TOKEN_INVALID refusal (as an OAuthRefused)
     OAuthRefused                    TOKEN_INVALID refusal (HTTP 401 at the gateway's door)
@@ -342,6 +343,16 @@ class NonCanonicalValue(ValueError):
 class BundleFetchFailed(OSError):
     """The bundle service did not serve the published bundle (unreachable, timed out, a
     status other than 200, or larger than `MAX_BUNDLE_BYTES`)."""
+
+
+class CommandLineRefused(Exception):
+    """argparse refused a command line; `parser` is the (sub)command that refused it (an
+    `argparse.ArgumentParser`, typed loosely so the contract does not depend on the CLI)."""
+
+    def __init__(self, parser: object, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
 
 
 class CallError(ValueError):

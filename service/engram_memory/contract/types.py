@@ -4,9 +4,14 @@ Every type here validates a value that `canonical.normalize` has already produce
 NFC, integral floats are ints, `null` never reaches a model. So a byte bound only counts UTF-8
 bytes. Strings are strict (`5` is not `"5"`), integers are strict (`True` is not `1`).
 
-JSON Schema cannot express byte lengths; each string type publishes the nearest code-point
-bounds (`maxLength` = max bytes, `minLength` = ceil(min bytes / 4)) and states its byte bound
-in `description`. The validators here are authoritative.
+JSON Schema cannot express byte lengths; each string type publishes code-point bounds equal to
+its byte bounds (`minLength` = min bytes, `maxLength` = max bytes) and states its byte bound in
+`description`. For ASCII, which the contract tells clients to use for keys, the schema then
+gives exactly the server's verdict (tests/contract/test_schema_boundaries.py); a short string of
+multi-byte characters is refused by the schema although the server would accept it, which is
+the safe side (a schema looser than validation made stock clients send 4-character keys). Only
+a long multi-byte string passes `maxLength` and is refused by the server, as `description`
+says. The validators here are authoritative.
 """
 
 from __future__ import annotations
@@ -144,8 +149,8 @@ def _string_schema(
 
 
 def _byte_schema(what: str, low: int, high: int) -> WithJsonSchema:
-    # A UTF-8 code point takes 1..4 bytes: code-point bounds are the loosest sound approximation.
-    return _string_schema(f"{what}; {low}..{high} UTF-8 bytes after NFC.", -(-low // 4), high)
+    # `low` code points are at least `low` bytes: the schema never admits a string too short.
+    return _string_schema(f"{what}; {low}..{high} UTF-8 bytes after NFC.", low, high)
 
 
 Ref = Annotated[str, Strict(), _byte_bounds(1, 512), _byte_schema("Opaque reference", 1, 512)]

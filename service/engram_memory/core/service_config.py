@@ -48,6 +48,7 @@ from urllib.parse import urlparse
 
 from engram_memory._internal.config_values import boolean as _bool
 from engram_memory._internal.config_values import flag_or_env as _flag_or_env
+from engram_memory._internal.config_values import given_as as _given_as
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
@@ -91,7 +92,10 @@ class ServiceConfig:
 
 def _existing_file(text: str | None, name: str) -> Path:
     if not text:
-        raise ConfigurationError(f"{name} is not set (see README: Host integration)")
+        raise ConfigurationError(
+            f"{name} is not set: give the flag or the variable "
+            "(`engram-memory host init --dir DIR` prints the values to use)"
+        )
     path = Path(text).expanduser()
     if not path.is_file():
         raise ConfigurationError(f"{name} points to {path}, which is not a readable file")
@@ -103,7 +107,7 @@ def _optional_file(text: str | None, name: str) -> Path | None:
     return None if not text else _existing_file(text, name)
 
 
-def _policy(text: str | None) -> str:
+def _policy(text: str | None, name: str = "ENGRAM_POLICY") -> str:
     if not text or text == EMBEDDED:
         return EMBEDDED
     if text == OPA_SPAWN:
@@ -111,12 +115,12 @@ def _policy(text: str | None) -> str:
     parsed = urlparse(text)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ConfigurationError(
-            f"ENGRAM_POLICY must be 'embedded', 'opa-spawn' or an OPA URL, got {text!r}"
+            f"{name} must be 'embedded', 'opa-spawn' or an OPA URL, got {text!r}"
         )
     return text.rstrip("/")
 
 
-def _seconds(text: str | None) -> float:
+def _seconds(text: str | None, name: str = "ENGRAM_DRAIN_SECONDS") -> float:
     if text is None or not text.strip():
         return DEFAULT_DRAIN_SECONDS
     try:
@@ -124,7 +128,7 @@ def _seconds(text: str | None) -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value <= 3600:
-        raise ConfigurationError(f"ENGRAM_DRAIN_SECONDS must be 0 to 3600 seconds, got {text!r}")
+        raise ConfigurationError(f"{name} must be 0 to 3600 seconds, got {text!r}")
     return value
 
 
@@ -147,14 +151,14 @@ def _verification_key(
     key_id = _flag_or_env(flags, env, "ENGRAM_BUNDLE_KEY_ID")
     if not path and not key_id:
         return None
+    key_name = _given_as(flags, "ENGRAM_BUNDLE_VERIFICATION_KEY")
     if not path or not key_id:
-        raise ConfigurationError(
-            "ENGRAM_BUNDLE_VERIFICATION_KEY and ENGRAM_BUNDLE_KEY_ID must be set together"
-        )
+        id_name = _given_as(flags, "ENGRAM_BUNDLE_KEY_ID")
+        raise ConfigurationError(f"{key_name} and {id_name} must be set together")
     try:
         return load_verification_key(Path(path).expanduser(), key_id)
     except ConfigurationError as exc:
-        raise ConfigurationError(f"ENGRAM_BUNDLE_VERIFICATION_KEY: {exc}") from exc
+        raise ConfigurationError(f"{key_name}: {exc}") from exc
 
 
 def _bundle_service(flags: Mapping[str, str | None], env: Mapping[str, str]) -> str | None:
@@ -177,38 +181,53 @@ def load_config(
     if bundle_text:
         bundle = Path(bundle_text).expanduser()
         if not bundle.is_dir():
-            raise ConfigurationError(f"ENGRAM_BUNDLE points to {bundle}, which is not a directory")
+            raise ConfigurationError(
+                f"{_given_as(flags, 'ENGRAM_BUNDLE')} points to {bundle}, which is not a directory"
+            )
     return ServiceConfig(
-        drain_seconds=_seconds(_flag_or_env(flags, env, "ENGRAM_DRAIN_SECONDS")),
+        drain_seconds=_seconds(
+            _flag_or_env(flags, env, "ENGRAM_DRAIN_SECONDS"),
+            _given_as(flags, "ENGRAM_DRAIN_SECONDS"),
+        ),
         refusal_burst=_whole(
             _flag_or_env(flags, env, "ENGRAM_REFUSAL_BURST"),
-            "ENGRAM_REFUSAL_BURST",
+            _given_as(flags, "ENGRAM_REFUSAL_BURST"),
             DEFAULT_BURST,
             0,
             10_000,
         ),
         refusal_interval_s=_whole(
             _flag_or_env(flags, env, "ENGRAM_REFUSAL_INTERVAL_S"),
-            "ENGRAM_REFUSAL_INTERVAL_S",
+            _given_as(flags, "ENGRAM_REFUSAL_INTERVAL_S"),
             DEFAULT_INTERVAL_MS // 1000,
             1,
             86_400,
         ),
         checkpoint_key=_optional_file(
-            _flag_or_env(flags, env, "ENGRAM_CHECKPOINT_KEY"), "ENGRAM_CHECKPOINT_KEY"
+            _flag_or_env(flags, env, "ENGRAM_CHECKPOINT_KEY"),
+            _given_as(flags, "ENGRAM_CHECKPOINT_KEY"),
         ),
         checkpoint_interval_s=_whole(
             _flag_or_env(flags, env, "ENGRAM_CHECKPOINT_INTERVAL_S"),
-            "ENGRAM_CHECKPOINT_INTERVAL_S",
+            _given_as(flags, "ENGRAM_CHECKPOINT_INTERVAL_S"),
             DEFAULT_CHECKPOINT_INTERVAL_S,
             1,
             86_400,
         ),
-        store_audience=_audience(_flag_or_env(flags, env, "ENGRAM_STORE_AUDIENCE")),
+        store_audience=_audience(
+            _flag_or_env(flags, env, "ENGRAM_STORE_AUDIENCE"),
+            _given_as(flags, "ENGRAM_STORE_AUDIENCE"),
+        ),
         data_dir=Path(_flag_or_env(flags, env, "ENGRAM_DATA_DIR") or ".engram").expanduser(),
-        host_keys=_existing_file(_flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), "ENGRAM_HOST_KEYS"),
-        root_key=_existing_file(_flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), "ENGRAM_ROOT_KEY"),
-        policy=_policy(_flag_or_env(flags, env, "ENGRAM_POLICY")),
+        host_keys=_existing_file(
+            _flag_or_env(flags, env, "ENGRAM_HOST_KEYS"), _given_as(flags, "ENGRAM_HOST_KEYS")
+        ),
+        root_key=_existing_file(
+            _flag_or_env(flags, env, "ENGRAM_ROOT_KEY"), _given_as(flags, "ENGRAM_ROOT_KEY")
+        ),
+        policy=_policy(
+            _flag_or_env(flags, env, "ENGRAM_POLICY"), _given_as(flags, "ENGRAM_POLICY")
+        ),
         bundle=bundle,
         bundle_verification_key=_verification_key(flags, env),
         bundle_service=_bundle_service(flags, env),
@@ -218,12 +237,10 @@ def load_config(
     )
 
 
-def _audience(text: str | None) -> str | None:
+def _audience(text: str | None, name: str = "ENGRAM_STORE_AUDIENCE") -> str | None:
     """Raises: ConfigurationError: empty, over 256 bytes or holding a control character."""
     if text is None:
         return None
     if not text or len(text.encode("utf-8")) > 256 or has_refused_character(text):
-        raise ConfigurationError(
-            "ENGRAM_STORE_AUDIENCE must be 1..256 bytes without control characters"
-        )
+        raise ConfigurationError(f"{name} must be 1..256 bytes without control characters")
     return text

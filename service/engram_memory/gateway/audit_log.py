@@ -87,7 +87,9 @@ class GatewayAudit:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
                 raise GatewayAuditUnavailable(
-                    f"audit log {path} is in use by another gateway process"
+                    f"audit log {path} is in use by another gateway process: each MCP client "
+                    "needs its own configuration with its own audit_log "
+                    "(docs/operators/checking-configs.md, 'Several clients')"
                 ) from exc
             head = _read_head(fd, path)
         except BaseException:

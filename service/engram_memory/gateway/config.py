@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
 import unicodedata
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -292,19 +295,41 @@ def _resolve_paths(document: dict[str, Any], base: Path) -> None:
                 upstream["command"] = [str(base / program), *command[1:]]
 
 
-def load_gateway_config(path: Path, env: Mapping[str, str] | None = None) -> GatewayConfig:
-    """Read, expand and validate the configuration at `path`.
+def resolve_program(program: str, env: Mapping[str, str]) -> str | None:
+    """The executable `upstream.command[0]` names, or None.
 
-    Raises:
-        GatewayConfigError: every problem found, one `file:line: field: message` each.
+    A name holding `/` is a path (made absolute against the file's directory at load). A bare
+    name is looked up on the child's PATH (its `env` PATH, else the gateway's), then beside
+    the Python running the gateway: a client that starts `/venv/bin/engram-memory gateway`
+    thus finds `engram-memory serve` in the same venv even when the venv is not on PATH.
     """
+    search_path = env.get("PATH", os.environ.get("PATH"))
+    found = shutil.which(program, path=search_path)
+    if found is None and "/" not in program:
+        found = shutil.which(program, path=str(Path(sys.executable).parent))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class ReadConfig:
+    """A configuration file as read: where its lines are, the expanded document (None when
+    it did not parse into a mapping) and the validated model (None when any problem was
+    found). `source.problems` holds every problem so far (gateway/preflight.py adds more)."""
+
+    source: YamlSource
+    document: dict[str, Any] | None
+    config: GatewayConfig | None
+
+
+def read_gateway_config(path: Path, env: Mapping[str, str] | None = None) -> ReadConfig:
+    """Read, expand and validate the configuration at `path`, collecting every problem."""
     source = YamlSource(str(path))
     document = read_yaml(path, source)
     if source.problems:
-        raise GatewayConfigError(source.problems)
+        return ReadConfig(source, None, None)
     if not isinstance(document, dict):
         source.report((), "the configuration must be a mapping of keys")
-        raise GatewayConfigError(source.problems)
+        return ReadConfig(source, None, None)
     expanded = _expand(document, (), os.environ if env is None else env, source)
     assert isinstance(expanded, dict)
     _resolve_paths(expanded, path.resolve().parent)
@@ -316,7 +341,18 @@ def load_gateway_config(path: Path, env: Mapping[str, str] | None = None) -> Gat
                 continue
             message = error["msg"].removeprefix("Value error, ")
             source.report(tuple(error["loc"]), message)
-        raise GatewayConfigError(source.problems) from None
-    if source.problems:
-        raise GatewayConfigError(source.problems)
-    return config
+        return ReadConfig(source, expanded, None)
+    return ReadConfig(source, expanded, None if source.problems else config)
+
+
+def load_gateway_config(path: Path, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    """Read, expand and validate the configuration at `path` (the file alone: the signing
+    key, OS user and audit log are gateway/preflight.py's).
+
+    Raises:
+        GatewayConfigError: every problem found, one `file:line: field: message` each.
+    """
+    read = read_gateway_config(path, env)
+    if read.config is None:
+        raise GatewayConfigError(read.source.problems)
+    return read.config

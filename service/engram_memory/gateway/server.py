@@ -261,6 +261,14 @@ class _Gateway:
             answer = confirm.answer_from_retry(params, pending, self.states)
         elif not confirm.client_supports_elicitation(ctx):
             answer = confirm.Answer(False, "elicitation_unsupported")
+            # The envelope's message is constant (SPEC §2); the operator reads the cause and
+            # the fix here, in the client's MCP server log. `tool` is one of the six names.
+            log.warning(
+                "%s needs a human confirmation, but this MCP client declared no elicitation "
+                "support: refused with gate_failed. Use a client that supports MCP elicitation "
+                "(form mode) for this tool; see docs/operators/checking-configs.md",
+                pending.tool,
+            )
         elif modern:
             return confirm.input_required(pending, self.states)
         else:

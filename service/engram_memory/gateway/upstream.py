@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from engram_memory.contract.exceptions import UpstreamUnavailable
 from engram_memory.gateway.channel import StdioChannel, child_channel
-from engram_memory.gateway.config import UpstreamConfig
+from engram_memory.gateway.config import UpstreamConfig, resolve_program
 
 log = logging.getLogger("engram_memory.gateway")
 
@@ -97,8 +97,10 @@ class Upstream:
             return self._config.url
         assert self._config.command is not None
         program, *args = self._config.command
+        # As `--check` found it (config.resolve_program); the name as given if it has gone.
+        resolved = resolve_program(program, self._config.env) or program
         return StdioServerParameters(
-            command=program, args=args, env=child_environment(self._config.env)
+            command=resolved, args=args, env=child_environment(self._config.env)
         )
 
     async def __aenter__(self) -> Self:

@@ -68,6 +68,30 @@ class _ServiceRefusal(MCPError):
     """A refusal `MemoryService` decided (and audits itself); the SDK's own are `MCPError`."""
 
 
+# -32603's message is constant (SPEC §1.7); the operator reads what to do in the log, once
+# per cause and process (a client retrying in a loop must not flood it).
+_NEXT_STEP = {
+    RefusalReason.TOKEN_MISSING.value: (
+        "a request carried no signed invocation context and was refused (-32603): a stock "
+        "MCP client reaches this server through `engram-memory gateway`, which signs every "
+        "call; see docs/operators/checking-configs.md"
+    ),
+    RefusalReason.TOKEN_INVALID.value: (
+        "a request's invocation context did not verify and was refused (-32603): is its "
+        "signer's public key in ENGRAM_HOST_KEYS (host-keys.pem beside the gateway's "
+        "signing_key)? see docs/operators/checking-configs.md"
+    ),
+}
+_explained: set[str] = set()
+
+
+def _explain(refusal: ProtocolRefusal) -> None:
+    step = _NEXT_STEP.get(refusal.detail)
+    if step is not None and refusal.detail not in _explained:
+        _explained.add(refusal.detail)
+        log.warning("%s", step)
+
+
 def _rpc_error(code: ProtocolCode) -> MCPError:
     return _ServiceRefusal(code.rpc_code, code.message)
 
@@ -178,6 +202,7 @@ def build_server(
         try:
             specs = await anyio.to_thread.run_sync(list_tools, token, limiter=_WORKER_LIMIT)
         except ProtocolRefusal as refusal:
+            _explain(refusal)
             raise _rpc_error(refusal.code) from None
         return types.ListToolsResult(tools=[_tool(spec) for spec in specs])
 
@@ -208,6 +233,7 @@ def build_server(
             cancellation.set()
             raise
         except ProtocolRefusal as refusal:
+            _explain(refusal)
             raise _rpc_error(refusal.code) from None
         return types.CallToolResult(
             content=[types.TextContent(text=envelope_json(envelope))],

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from engram_memory._internal.config_values import boolean as _bool
 from engram_memory._internal.config_values import flag_or_env as _flag_or_env
+from engram_memory._internal.config_values import given_as as _given_as
 from engram_memory.contract.exceptions import ConfigurationError
 
 # SPEC caps an argument object at 1 MiB in compact JCS form; the raw request may escape
@@ -165,7 +166,7 @@ def load_max_request_bytes(
     """
     return _count(
         _flag_or_env(flags or {}, os.environ if env is None else env, "ENGRAM_MAX_REQUEST_BYTES"),
-        "ENGRAM_MAX_REQUEST_BYTES",
+        _given_as(flags or {}, "ENGRAM_MAX_REQUEST_BYTES"),
         DEFAULT_MAX_REQUEST_BYTES,
         256 * 1024 * 1024,
     )
@@ -189,13 +190,16 @@ def load_http_settings(
     def value(name: str) -> str | None:
         return _flag_or_env(flags, env, name)
 
+    def said(name: str) -> str:
+        return _given_as(flags, name)
+
     allowed_hosts, allowed_origins = _exposure(
         host,
         _names(value("ENGRAM_HTTP_ALLOWED_HOSTS")),
         _names(value("ENGRAM_HTTP_ALLOWED_ORIGINS")),
     )
-    cert = _file(value("ENGRAM_TLS_CERT"), "ENGRAM_TLS_CERT")
-    key = _file(value("ENGRAM_TLS_KEY"), "ENGRAM_TLS_KEY")
+    cert = _file(value("ENGRAM_TLS_CERT"), said("ENGRAM_TLS_CERT"))
+    key = _file(value("ENGRAM_TLS_KEY"), said("ENGRAM_TLS_KEY"))
     if (cert is None) != (key is None):
         raise ConfigurationError("ENGRAM_TLS_CERT and ENGRAM_TLS_KEY must be given together")
     insecure = _bool(value("ENGRAM_INSECURE_NO_TLS") or "false", "ENGRAM_INSECURE_NO_TLS")
@@ -211,50 +215,50 @@ def load_http_settings(
         max_request_bytes=load_max_request_bytes(flags, env),
         max_connections=_count(
             value("ENGRAM_HTTP_MAX_CONNECTIONS"),
-            "ENGRAM_HTTP_MAX_CONNECTIONS",
+            said("ENGRAM_HTTP_MAX_CONNECTIONS"),
             DEFAULT_MAX_CONNECTIONS,
             100_000,
         ),
         max_connections_per_peer=_count(
             value("ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER"),
-            "ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER",
+            said("ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER"),
             DEFAULT_MAX_CONNECTIONS_PER_PEER,
             100_000,
         ),
         max_sessions=_count(
             value("ENGRAM_HTTP_MAX_SESSIONS"),
-            "ENGRAM_HTTP_MAX_SESSIONS",
+            said("ENGRAM_HTTP_MAX_SESSIONS"),
             DEFAULT_MAX_SESSIONS,
             100_000,
         ),
         max_sessions_per_peer=_count(
             value("ENGRAM_HTTP_MAX_SESSIONS_PER_PEER"),
-            "ENGRAM_HTTP_MAX_SESSIONS_PER_PEER",
+            said("ENGRAM_HTTP_MAX_SESSIONS_PER_PEER"),
             DEFAULT_MAX_SESSIONS_PER_PEER,
             100_000,
         ),
         session_idle_seconds=60
         * _duration(
             value("ENGRAM_HTTP_SESSION_IDLE_MINUTES"),
-            "ENGRAM_HTTP_SESSION_IDLE_MINUTES",
+            said("ENGRAM_HTTP_SESSION_IDLE_MINUTES"),
             DEFAULT_SESSION_IDLE_MINUTES,
             24 * 60,
         ),
         unbound_session_seconds=_duration(
             value("ENGRAM_HTTP_UNBOUND_SESSION_SECONDS"),
-            "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS",
+            said("ENGRAM_HTTP_UNBOUND_SESSION_SECONDS"),
             DEFAULT_UNBOUND_SESSION_SECONDS,
             3600,
         ),
         header_timeout_seconds=_duration(
             value("ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS"),
-            "ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS",
+            said("ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS"),
             DEFAULT_HEADER_TIMEOUT_SECONDS,
             3600,
         ),
         body_timeout_seconds=_duration(
             value("ENGRAM_HTTP_BODY_TIMEOUT_SECONDS"),
-            "ENGRAM_HTTP_BODY_TIMEOUT_SECONDS",
+            said("ENGRAM_HTTP_BODY_TIMEOUT_SECONDS"),
             DEFAULT_BODY_TIMEOUT_SECONDS,
             3600,
         ),
