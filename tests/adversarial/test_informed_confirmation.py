@@ -72,6 +72,7 @@ async def test_the_prompt_names_tool_scope_record_and_what_the_approver_may_see(
     assert "workspace support" in prompt
     assert record_id in prompt
     assert f'"{SECRET_TEXT}' in prompt  # the steward's allowlist ("") shows the text
+    assert "Recorded " in prompt
 
 
 @MODES
