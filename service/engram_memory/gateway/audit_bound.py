@@ -78,6 +78,8 @@ class AuditBound:
     _windows: dict[BoundKey, _Window] = field(default_factory=dict)
     # Summaries of windows that ended and were replaced before anyone took them.
     _owed: list[Counted] = field(default_factory=list)
+    # No window ends before this: `due`, asked at every line, looks at none until then.
+    _first_end_s: float = float("inf")
 
     def __post_init__(self) -> None:
         if self.burst < 0 or not self.interval_s > 0:
@@ -95,6 +97,7 @@ class AuditBound:
             if window is not None and window.counted is not None:
                 self._owed.append(window.counted)
             window = self._windows[key] = _Window(ends_s=now + self.interval_s)
+            self._first_end_s = min(self._first_end_s, window.ends_s)
         if window.written < self.burst:
             window.written += 1
             return None
@@ -114,10 +117,13 @@ class AuditBound:
         """Take the summaries of the windows that have ended (and forget those windows)."""
         now = self.clock()
         taken, self._owed = self._owed, []
+        if now < self._first_end_s:
+            return taken
         for key in [k for k, w in self._windows.items() if now >= w.ends_s]:
             counted = self._windows.pop(key).counted
             if counted is not None:
                 taken.append(counted)
+        self._first_end_s = min((w.ends_s for w in self._windows.values()), default=float("inf"))
         return taken
 
     def drain(self) -> list[Counted]:
@@ -125,6 +131,7 @@ class AuditBound:
         taken, self._owed = self._owed, []
         taken.extend(w.counted for w in self._windows.values() if w.counted is not None)
         self._windows.clear()
+        self._first_end_s = float("inf")
         return taken
 
     def owe(self, summaries: list[Counted]) -> None:

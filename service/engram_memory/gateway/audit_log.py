@@ -204,8 +204,10 @@ class GatewayAudit:
 
     def _schedule(self) -> None:
         """Under the lock: a timer for the earliest summary owed, unless one is set."""
+        if self._timer is not None:
+            return
         next_end = self._bound.next_end_s()
-        if self._timer is not None or next_end is None:
+        if next_end is None:
             return
         # Never busier than every _MIN_TIMER_S, never longer than a window.
         wait_s = min(max(next_end - self._bound.clock(), _MIN_TIMER_S), self._bound.interval_s)
