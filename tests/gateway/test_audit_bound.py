@@ -216,3 +216,18 @@ def test_a_summary_owed_is_written_when_the_log_closes_and_the_chain_verifies(
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [e.get("detail", {}).get("summary_count") for e in lines] == [None, "4"]
     assert verify_audit(path) == 2
+
+
+def test_the_timers_flush_writes_a_summary_once_its_window_ended_and_not_before(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "timer.jsonl"
+    with GatewayAudit.open(path, "host:gw", AuditBound(burst=1, clock=clock)) as log:
+        for _ in range(3):
+            log.record("upstream_unavailable", reason="connect_failed")
+        log.flush_due()  # what the timer runs: the window is still open
+        assert len(path.read_text().splitlines()) == 1
+        clock.now += 61
+        log.flush_due()
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [e.get("detail", {}).get("summary_count") for e in lines] == [None, "2"]
