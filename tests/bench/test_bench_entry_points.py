@@ -104,3 +104,8 @@ def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> N
     _bench("search_report", str(copy))
     assert (tmp_path / "search_scale.md").stat().st_size > 0
     assert (tmp_path / "search_scale.png").stat().st_size > 0
+
+
+def test_key_scan_tiny(tmp_path: Path) -> None:
+    _bench("key_scan", "--files", "50", "--runs", "1", "--probes", "10", "--out", str(tmp_path))
+    _written(tmp_path, "key_scan")

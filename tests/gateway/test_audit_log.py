@@ -10,6 +10,7 @@ import pytest
 
 from engram_memory.contract.digests import principal_ref
 from engram_memory.contract.exceptions import GatewayAuditInvalid, GatewayAuditUnavailable
+from engram_memory.gateway.audit_bound import AuditBound
 from engram_memory.gateway.audit_log import GENESIS_HASH, GatewayAudit, verify_audit
 from tests.gateway.callers import DESKTOP_CALLER
 
@@ -75,7 +76,8 @@ def test_a_damaged_tail_is_never_written_on(tmp_path: Path, damage: str) -> None
 
 def test_concurrent_writers_in_one_process_keep_one_unbroken_chain(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
-    with GatewayAudit.open(path, "host:gw") as audit:
+    # A burst above the 100 lines: every one is written (the bound: test_audit_bound.py).
+    with GatewayAudit.open(path, "host:gw", AuditBound(burst=100)) as audit:
 
         def write() -> None:
             for _ in range(25):

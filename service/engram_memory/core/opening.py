@@ -29,6 +29,7 @@ from engram_memory.core.key_recovery import orphan_grace_s, recover_key_director
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.core.search_index import follow_store
 from engram_memory.core.service_config import ServiceConfig
+from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
@@ -142,9 +143,14 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                     database, checkpoint_key, config.checkpoint_interval_s * 1000, _clock_ms
                 )
                 checkpoints.start()
+            # Damaged key files are reported while serving: a large store's scan takes
+            # seconds a start must not wait for (crypto/key_scan.py).
+            key_scan = KeyFileScan(keys, root_key)
+            key_scan.start()
             try:
                 yield services
             finally:
+                key_scan.stop()
                 if checkpoints is not None:
                     checkpoints.close()
         finally:

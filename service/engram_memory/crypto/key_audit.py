@@ -59,16 +59,16 @@ def verify_key_directory(
             live_count += 1
             if path is None:
                 missing += 1
-            elif not _sound(path, root, (scope_ref, item_id)):
-                damaged.append(_shown(directory, path))
+            elif not key_file_sound(path, root, (scope_ref, item_id)):
+                damaged.append(shown_name(directory, path))
         elif path is not None:
             surviving += 1
             surviving_promised += name in pending
     # Orphans open nothing committed, but a damaged one is still a damaged file.
     damaged += [
-        _shown(directory, files[n])
+        shown_name(directory, files[n])
         for n in sorted(files.keys() - owned)
-        if not _sound(files[n], root, None)
+        if not key_file_sound(files[n], root, None)
     ]
     problems = []
     if missing:
@@ -92,12 +92,12 @@ def verify_key_directory(
 _NAMED = 20  # damaged files named in the report; the rest are counted
 
 
-def _shown(directory: Path, path: Path) -> str:
+def shown_name(directory: Path, path: Path) -> str:
     """`keys/<shard>/<digest>.key`: the name is a digest of scope and item, no secret."""
     return f"{directory.name}/{path.parent.name}/{path.name}"
 
 
-def _sound(path: Path, root: RootKey | None, owner: tuple[str, str] | None) -> bool:
+def key_file_sound(path: Path, root: RootKey | None, owner: tuple[str, str] | None) -> bool:
     """Whether the key file at `path` opens under `root` (its shape only without a root,
     and for a headerless version 1 file whose owner is unknown)."""
     try:

@@ -12,6 +12,11 @@ session], [tool, target, op_digest], [detail], prev_hash, entry_hash}`, where `e
 entry's `entry_hash` (64 zeros first). The principal is the store audit's unkeyed hash
 (`engram-memory audit principal-ref`); tokens, keys and memory content are never written.
 
+Every line is bounded (audit_bound.py): per event, reason, principal and tool, the first
+lines of a window are written, the rest counted into one summary line (`detail.summary_count`,
+`first_at`, `last_at`), so a client provoking lines in a loop writes at most burst + 1 per
+key and window, and the counts stay exact.
+
 A line is written in one `write` and fsynced before `record` returns; a call whose entry
 cannot be written fails closed. One process owns a log (an exclusive `flock`); inside it,
 writers are serialized by a lock. On start the tail is checked and the chain continues.
@@ -23,6 +28,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import uuid
@@ -35,12 +41,17 @@ from typing import Any, Self
 from engram_memory.contract.canonical import canonical_json
 from engram_memory.contract.digests import principal_ref
 from engram_memory.contract.exceptions import GatewayAuditInvalid, GatewayAuditUnavailable
+from engram_memory.gateway.audit_bound import AuditBound, Counted
 from engram_memory.gateway.caller import Caller
 
 GENESIS_HASH = "sha256:" + "0" * 64
 FILE_MODE = 0o600
 # The tail is read backwards in blocks of this size to find the last line.
 _TAIL_BLOCK = 64 * 1024
+# The summary timer's shortest wait (the bound's clock may be a test's, not the wall's).
+_MIN_TIMER_S = 0.05
+
+log = logging.getLogger("engram_memory.gateway")
 
 
 def _now_iso_ms() -> str:
@@ -61,16 +72,21 @@ class _Head:
 class GatewayAudit:
     """An open, exclusively owned gateway audit log (see the module docstring)."""
 
-    def __init__(self, path: Path, gateway_id: str, fd: int, head: _Head) -> None:
+    def __init__(
+        self, path: Path, gateway_id: str, fd: int, head: _Head, bound: AuditBound | None = None
+    ) -> None:
         self.path = path
         self.gateway_id = gateway_id
         self._fd = fd
         self._head = head
         self._lock = threading.Lock()
+        self._bound = bound if bound is not None else AuditBound()
+        self._timer: threading.Timer | None = None
 
     @classmethod
-    def open(cls, path: Path, gateway_id: str) -> GatewayAudit:
-        """Open (or create, mode 0600) the log at `path` and continue its chain.
+    def open(cls, path: Path, gateway_id: str, bound: AuditBound | None = None) -> GatewayAudit:
+        """Open (or create, mode 0600) the log at `path` and continue its chain; `bound`
+        decides how many lines a storm writes (audit_bound.py; its defaults when None).
 
         Raises:
             GatewayAuditUnavailable: the file cannot be created, opened or locked (another
@@ -95,13 +111,31 @@ class GatewayAudit:
         except BaseException:
             os.close(fd)
             raise
-        return cls(path, gateway_id, fd, head)
+        return cls(path, gateway_id, fd, head, bound)
 
     def close(self) -> None:
+        """Write every summary still owed, then close (a failed write is logged)."""
         with self._lock:
+            self._write_all_owed()
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
+
+    def flush_all(self) -> None:
+        """Write every summary still owed, ended or not (when serving stops)."""
+        with self._lock:
+            self._write_all_owed()
+
+    def _write_all_owed(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._fd < 0:
+            return
+        try:
+            self._write_summaries(self._bound.drain())
+        except GatewayAuditUnavailable:
+            log.error("gateway audit log: summaries owed at stop not written")
 
     def __enter__(self) -> Self:
         return self
@@ -120,47 +154,104 @@ class GatewayAudit:
         op_digest: str | None = None,
         detail: Mapping[str, str] | None = None,
     ) -> str:
-        """Append one entry, fsynced before returning; its `audit_id` (`audit:gw-<uuid>`).
+        """Append one entry, fsynced before returning, or count it into its window's
+        summary (audit_bound.py); its `audit_id` (`audit:gw-<uuid>`), the summary's when
+        counted.
 
         Raises:
-            GatewayAuditUnavailable: the entry could not be written durably.
+            GatewayAuditUnavailable: the entry (or a summary owed before it) could not be
+                written durably.
         """
-        audit_id = f"audit:gw-{uuid.uuid4().hex}"
-        entry: dict[str, Any] = {
-            "audit_id": audit_id,
-            "gateway_id": self.gateway_id,
-            "event": event,
-            "reason": reason,
-        }
+        fields: dict[str, Any] = {"event": event, "reason": reason}
         if caller is not None:
-            entry.update(
+            fields.update(
                 tenant=caller.tenant,
                 workspace=caller.workspace,
                 principal_ref=principal_ref(caller.tenant, caller.principal),
                 agent_id=caller.agent_id,
                 session=caller.session,
             )
-        optional = {"tool": tool, "target": target, "op_digest": op_digest}
-        entry.update({name: value for name, value in optional.items() if value is not None})
-        if detail:
-            entry["detail"] = dict(detail)
+        if tool is not None:
+            fields["tool"] = tool
+        key = (event, reason, str(fields.get("principal_ref", "")), tool or "")
+        # What one call acted on is never summarised: a summary names no single target.
+        acted_on = {"target": target, "op_digest": op_digest}
         with self._lock:
             if self._fd < 0:
                 raise GatewayAuditUnavailable("audit log is closed")
-            entry["seq"] = self._head.seq + 1
-            entry["at"] = _now_iso_ms()
-            entry["prev_hash"] = self._head.entry_hash
-            entry["entry_hash"] = _entry_hash(entry)
-            line = canonical_json(entry) + b"\n"
-            try:
-                written = os.write(self._fd, line)
-                if written != len(line):
-                    raise OSError("short write")
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise GatewayAuditUnavailable("audit log write failed") from exc
-            self._head = _Head(entry["seq"], entry["entry_hash"])
+            self._write_summaries(self._bound.due())
+            counted_into = self._bound.admit(key, fields, dict(detail or {}))
+            if counted_into is not None:
+                self._schedule()
+                return counted_into
+            audit_id = f"audit:gw-{uuid.uuid4().hex}"
+            entry = {"audit_id": audit_id, "gateway_id": self.gateway_id, **fields}
+            entry.update({name: value for name, value in acted_on.items() if value is not None})
+            if detail:
+                entry["detail"] = dict(detail)
+            self._append(entry)
         return audit_id
+
+    def flush_due(self) -> None:
+        """Write the summaries of the windows that have ended (the timer's work)."""
+        with self._lock:
+            self._timer = None
+            if self._fd < 0:
+                return
+            try:
+                self._write_summaries(self._bound.due())
+            except GatewayAuditUnavailable:
+                log.error("gateway audit log: summaries not written; retried")
+            self._schedule()
+
+    def _schedule(self) -> None:
+        """Under the lock: a timer for the earliest summary owed, unless one is set."""
+        if self._timer is not None:
+            return
+        next_end = self._bound.next_end_s()
+        if next_end is None:
+            return
+        # Never busier than every _MIN_TIMER_S, never longer than a window.
+        wait_s = min(max(next_end - self._bound.clock(), _MIN_TIMER_S), self._bound.interval_s)
+        self._timer = threading.Timer(wait_s, self.flush_due)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _write_summaries(self, owed: list[Counted]) -> None:
+        """Under the lock: one line per window's counted lines.
+
+        Raises:
+            GatewayAuditUnavailable: a line could not be written (the rest stay owed).
+        """
+        for index, counted in enumerate(owed):
+            entry: dict[str, Any] = {"audit_id": counted.audit_id, "gateway_id": self.gateway_id}
+            entry.update(counted.fields)
+            entry["detail"] = counted.summary_detail()
+            try:
+                self._append(entry)
+            except GatewayAuditUnavailable:
+                self._bound.owe(owed[index:])
+                raise
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        """Under the lock: chain, write and fsync one entry.
+
+        Raises:
+            GatewayAuditUnavailable: the entry could not be written durably.
+        """
+        entry["seq"] = self._head.seq + 1
+        entry["at"] = _now_iso_ms()
+        entry["prev_hash"] = self._head.entry_hash
+        entry["entry_hash"] = _entry_hash(entry)
+        line = canonical_json(entry) + b"\n"
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError("short write")
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise GatewayAuditUnavailable("audit log write failed") from exc
+        self._head = _Head(entry["seq"], entry["entry_hash"])
 
 
 def _read_head(fd: int, path: Path) -> _Head:

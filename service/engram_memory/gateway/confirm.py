@@ -2,7 +2,9 @@
 
 Before a destructive call (withdraw, forget, and the tools `confirmation.tools` adds) the
 gateway asks the human through the client: a form-mode elicitation whose message names the
-tool, the target, what will be destroyed and the operation digest, with one boolean field.
+tool, the tenant and workspace, the target, what the approver may see of it under policy
+(preview.py: the store's redacted view, or that policy allows nothing), what will be
+destroyed and the operation digest, with one boolean field.
 Only `action == "accept"` with the boolean true releases the call; decline, cancel, a
 timeout, a client error or a client that never declared the elicitation capability refuse
 it, and nothing is sent upstream. Every outcome is audited (`confirmation`, with its reason).
@@ -64,6 +66,8 @@ class PendingCall:
     target: str
     op_digest: str
     caller: Caller
+    # What the approver may see of the target (preview.py); filled in before asking.
+    shown: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,11 @@ class Answer:
 
 def elicitation_message(call: PendingCall) -> str:
     """The text the client shows the human."""
+    caller = call.caller
+    shown = f"What you may see of it: {call.shown} " if call.shown else ""
     return (
-        f"The agent asks to run {call.tool} on {call.target}. "
+        f"The agent asks to run {call.tool} in tenant {caller.tenant}, workspace "
+        f"{caller.workspace}, on {call.target}. {shown}"
         f"{_CONSEQUENCE.get(call.tool, '')} "
         f"Operation digest: {call.op_digest}. Allow it?"
     )

@@ -9,8 +9,8 @@ last of duplicate keys, replace invalid UTF-8, drop an unparsable or oversized l
 unanswered, or echo its parser's text.
 
 Each refusal is recorded in the gateway audit log as `request_refused` (reason: the gate's
-`RefusalReason` value), bounded like bad tokens (refusal_flood.py): anyone who can write to
-the gateway can send garbage, and every entry is fsynced.
+`RefusalReason` value), bounded as every gateway audit line is (audit_bound.py): anyone who
+can write to the gateway can send garbage, and every entry is fsynced.
 
 A tools/call whose arguments hold a duplicate key (raw or after NFC) or a lone surrogate is
 admitted with the gate's `ARGUMENT_DEFECT` set in the context of the task that hands it on;
@@ -32,7 +32,6 @@ from pydantic import ValidationError
 from engram_memory.contract.exceptions import GatewayAuditUnavailable
 from engram_memory.contract.refusals import RefusalReason
 from engram_memory.gateway.audit_log import GatewayAudit
-from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.transport.json_gate import INVALID_REQUEST, GateRefusal
 
 REQUEST_REFUSED = "request_refused"
@@ -63,34 +62,21 @@ def sdk_accepts(message: object) -> bool:
 
 
 class DoorRefusals:
-    """Records the gate's refusals in the gateway audit log, flood-bounded per reason."""
+    """Records the gate's refusals in the gateway audit log (which bounds them per reason)."""
 
-    def __init__(
-        self, audit: GatewayAudit, transport: str, flood: RefusalFlood | None = None
-    ) -> None:
+    def __init__(self, audit: GatewayAudit, transport: str) -> None:
         self._audit, self._transport = audit, transport  # "stdio" | "http"
-        self._flood = flood if flood is not None else RefusalFlood()
 
     async def refused(self, refusal: GateRefusal) -> None:
-        """Record one refusal (already answered on the wire) if the flood bound lets it.
+        """Record one refusal (already answered on the wire).
 
         An unwritable log is not an error here: the request is refused either way, and the
         calls that need the log fail closed on their own.
         """
-        written, summaries = self._flood.admit(refusal.reason.value)
-        entries = [(summary.reason, summary.detail) for summary in summaries]
-        if written:
-            entries.append((refusal.reason.value, {"method": refusal.method}))
-        if entries:
-            # fsynced: in a worker thread, so a flood does not stall the event loop.
-            await anyio.to_thread.run_sync(self._write, entries)
+        detail = {"method": refusal.method, "transport": self._transport}
+        # fsynced: in a worker thread, so a flood does not stall the event loop.
+        await anyio.to_thread.run_sync(self._write, refusal.reason.value, detail)
 
-    def flush(self) -> None:
-        """Write the summaries of every open refusal window (when the gateway stops)."""
-        self._write([(summary.reason, summary.detail) for summary in self._flood.ended()])
-
-    def _write(self, entries: list[tuple[str, Mapping[str, str]]]) -> None:
-        for reason, detail in entries:
-            with contextlib.suppress(GatewayAuditUnavailable):
-                detail = {**detail, "transport": self._transport}
-                self._audit.record(REQUEST_REFUSED, reason=reason, detail=detail)
+    def _write(self, reason: str, detail: Mapping[str, str]) -> None:
+        with contextlib.suppress(GatewayAuditUnavailable):
+            self._audit.record(REQUEST_REFUSED, reason=reason, detail=detail)

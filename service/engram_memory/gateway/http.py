@@ -180,8 +180,7 @@ def gateway_app(
                     yield
                     group.cancel_scope.cancel()
                 closing.deadline = anyio.current_time() + UPSTREAM_CLOSE_S
-        verifier.flush_refusals()
-        door.flush()
+        audit.flush_all()
 
     app.router.lifespan_context = lifespan
     return app

@@ -4,8 +4,8 @@ The gateway is an OAuth 2.1 protected resource (MCP authorization). The SDK's be
 middleware hands every `Authorization: Bearer` token to `JwtVerifier.verify_token`, which
 either returns a `GatewayAccessToken` carrying the binding the token proves, or None (the
 SDK then answers 401 with `WWW-Authenticate: Bearer ... resource_metadata=...`). Every
-refusal is one `token_refused` entry in the gateway audit log with one reason; the token
-itself is never written anywhere.
+refusal is one `token_refused` entry in the gateway audit log with one reason (bounded in a
+storm, audit_bound.py); the token itself is never written anywhere.
 
 Checks, in order (the first failure decides the reason):
 
@@ -63,7 +63,6 @@ from engram_memory.contract.identifiers import has_refused_character, is_scope_p
 from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import DEFAULT_MAX_TOKEN_LIFETIME_S
 from engram_memory.gateway.jwks import JwksCache, SigningKey
-from engram_memory.gateway.refusal_flood import RefusalFlood
 from engram_memory.gateway.token_cache import TokenCache
 from engram_memory.host.confirmation import check_approver
 
@@ -147,11 +146,9 @@ class JwtVerifier:
         keys: JwksCache,
         audit: RefusalLog,
         accepted: TokenCache[GatewayAccessToken] | None = None,
-        flood: RefusalFlood | None = None,
     ) -> None:
         self._rules, self._keys, self._audit = rules, keys, audit
         self._accepted = accepted if accepted is not None else TokenCache()
-        self._flood = flood if flood is not None else RefusalFlood()
         self._algorithms = frozenset(a for a in rules.algorithms if not _NEVER.fullmatch(a))
         self._served = {(s.tenant, s.workspace): s for s in rules.scopes}
 
@@ -185,25 +182,14 @@ class JwtVerifier:
         return access
 
     async def _refuse(self, refused: OAuthRefused) -> None:
-        written, summaries = self._flood.admit(refused.reason)
-        entries = [(summary.reason, summary.detail) for summary in summaries]
-        if written:
-            entries.append((refused.reason, refused.detail))
-        if entries:
-            # Each entry is fsynced: in a worker thread, so bad tokens do not stall the
-            # event loop that serves everyone else (the log serializes its writers).
-            await anyio.to_thread.run_sync(self._write, entries)
+        # Each entry is fsynced (the log bounds a storm of them, audit_bound.py): in a worker
+        # thread, so bad tokens do not stall the event loop that serves everyone else.
+        await anyio.to_thread.run_sync(self._write, refused.reason, refused.detail)
 
-    def flush_refusals(self) -> None:
-        """Write the summaries of every open refusal window (when the gateway stops)."""
-        self._write([(summary.reason, summary.detail) for summary in self._flood.ended()])
-
-    def _write(self, entries: list[tuple[str, Mapping[str, str]]]) -> None:
-        for reason, detail in entries:
-            with contextlib.suppress(GatewayAuditUnavailable):
-                # Refused either way; a log that cannot be written fails the calls that
-                # need it.
-                self._audit.record("token_refused", reason=reason, detail=detail)
+    def _write(self, reason: str, detail: Mapping[str, str]) -> None:
+        with contextlib.suppress(GatewayAuditUnavailable):
+            # Refused either way; a log that cannot be written fails the calls that need it.
+            self._audit.record("token_refused", reason=reason, detail=detail)
 
     async def _verified_claims(self, token: str) -> dict[str, Any]:
         try:

@@ -22,6 +22,7 @@ Refusals the gateway decides itself:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -53,6 +54,7 @@ from engram_memory.gateway.caller import Caller
 from engram_memory.gateway.config import GatewayConfig
 from engram_memory.gateway.door import CALL_REFUSED
 from engram_memory.gateway.minting import InvocationMinter
+from engram_memory.gateway.preview import target_preview
 from engram_memory.gateway.upstream import Upstream
 from engram_memory.host.confirmation import (
     CONFIRMATION_META_KEY,
@@ -212,7 +214,7 @@ class _Gateway:
             # Arguments that cannot even be normalized fail the upstream's schema check,
             # which comes before its confirmation gate: nothing to ask a human about.
             if pending is not None:
-                outcome = await self._confirm(ctx, params, pending)
+                outcome = await self._confirm(ctx, params, pending, purpose)
                 if isinstance(outcome, types.InputRequiredResult | types.CallToolResult):
                     return outcome
                 confirmation = outcome
@@ -253,6 +255,7 @@ class _Gateway:
         ctx: ServerRequestContext[Any],
         params: types.CallToolRequestParams,
         pending: confirm.PendingCall,
+        purpose: str,
     ) -> str | types.CallToolResult | types.InputRequiredResult:
         """The confirmation token, the `input_required` answer that asks for it, or the
         `gate_failed` result of a refusal."""
@@ -269,11 +272,16 @@ class _Gateway:
                 "(form mode) for this tool; see docs/operators/checking-configs.md",
                 pending.tool,
             )
-        elif modern:
-            return confirm.input_required(pending, self.states)
         else:
+            # Only when a human is asked: what they may see of the target (preview.py).
+            shown = await target_preview(
+                self.upstream, self.minter, pending.caller, purpose, pending.target
+            )
+            asked = dataclasses.replace(pending, shown=shown)
+            if modern:
+                return confirm.input_required(asked, self.states)
             answer = await confirm.elicit_over_channel(
-                ctx, pending, self.config.confirmation.timeout_s
+                ctx, asked, self.config.confirmation.timeout_s
             )
         audit_id = self._record(
             "confirmation",

@@ -72,5 +72,5 @@ async def serve_stdio(config: GatewayConfig, audit: GatewayAudit) -> None:
             async with gateway_stdio(door.refused, fast.take) as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
         finally:
-            door.flush()
+            audit.flush_all()
         group.cancel_scope.cancel()
