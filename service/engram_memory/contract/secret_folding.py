@@ -15,9 +15,10 @@ Folding, in order:
    U+000A, and the dashes U+2010–U+2015 and U+2212 to U+002D.
 2. Compatibility decomposition (the K of NFKC: full-width and other compatibility forms
    become their plain letters, digits and punctuation).
-3. Step 1 again, for marks and spaces that step 2 produced. Composition (the C of NFKC)
-   is skipped: with the marks gone it could only rejoin Hangul jamo, and no built-in shape
-   involves Hangul.
+3. Step 1 again, for marks and spaces that step 2 produced, together with the TR39
+   confusables of secret_confusables.py (a Cyrillic а becomes `a`, a Greek Ρ becomes `P`).
+   Composition (the C of NFKC) is skipped: with the marks gone it could only rejoin Hangul
+   jamo, and keywords are folded the same way before they are looked for.
 
 Work is linear in the input: two `str.translate` passes and one decomposition. Marks are
 removed BEFORE decomposing on purpose: canonical reordering sorts each run of combining
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+
+from engram_memory.contract.secret_confusables import confusable_table
 
 _STRIPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me"})
 # Default-ignorable code points outside Cf/Mn/Me (DerivedCoreProperties.txt): fillers that
@@ -67,6 +70,14 @@ def _fold_table() -> dict[int, str | None]:
     return table
 
 
+@functools.cache
+def _final_table() -> dict[int, str | None]:
+    """Step 3: the fold table over the confusables (removals and spaces take precedence)."""
+    table: dict[int, str | None] = dict(confusable_table())
+    table.update(_fold_table())
+    return table
+
+
 # ASCII text has no format characters, marks or compatibility forms: only its line controls
 # need folding, so that a `.env` line after a lone CR still starts a line.
 _ASCII_TABLE: dict[int, str | None] = {code: "\n" for code in _LINE_BREAKS if code < 0x80}
@@ -78,4 +89,4 @@ def fold_for_detection(text: str) -> str:
         return text.translate(_ASCII_TABLE)
     table = _fold_table()
     decomposed = unicodedata.normalize("NFKD", text.translate(table))
-    return decomposed.translate(table)
+    return decomposed.translate(_final_table())
