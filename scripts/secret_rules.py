@@ -63,6 +63,33 @@ KEYWORDS: dict[str, tuple[str, ...]] = {
     "TwilioKeyDetector": (),
 }
 
+# Per-pattern keywords where one pattern of a plugin differs from the others.
+PATTERN_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "CloudantDetector:2": ("cloudant.com",),
+    "CloudantDetector:3": ("cloudant.com",),
+    "SoftlayerDetector:1": ("api.softlayer.com",),
+}
+
+# Characters of context a match may need (before, after) its keyword: the rule runs on that
+# window around each keyword occurrence only. Most patterns start at their keyword.
+DEFAULT_WINDOW = (64, 512)
+WINDOWS: dict[str, tuple[int, int]] = {
+    "CloudantDetector": (64, 160),
+    "IbmCloudIamDetector": (64, 160),
+    "IbmCosHmacDetector": (80, 160),
+    "SoftlayerDetector": (64, 160),
+    "MailchimpDetector": (40, 8),
+    "NpmDetector": (300, 320),
+    "OpenAIDetector": (300, 64),
+    "TelegramBotTokenDetector": (16, 48),
+}
+
+_PROXIMITY_COVERS = (
+    "credential word + separator + value: the proximity rule judges that for every credential"
+    " word; as a regex led by optional prefixes it runs at each `key`, `pass` or `token` in"
+    " prose and cost more than all other rules together"
+)
+
 # Plugins or single patterns left out, each with the reason (they would refuse ordinary text).
 EXCLUDED: dict[str, str] = {
     "IPPublicDetector": "an IP address is not a credential; tickets quote them all the time",
@@ -70,6 +97,15 @@ EXCLUDED: dict[str, str] = {
         "case-insensitive and without word boundaries it fires inside German compounds"
         " (`Asiatischerlebensmittel…`) and base64 data; the project's aws-key-id rules keep"
         " the shape with boundaries and see lower-cased and grouped keys"
+    ),
+    **dict.fromkeys(
+        (
+            "CloudantDetector:0",
+            "CloudantDetector:1",
+            "IbmCloudIamDetector:0",
+            "SoftlayerDetector:0",
+        ),
+        _PROXIMITY_COVERS,
     ),
     "ArtifactoryDetector:1": "`AP` + hex + 8 alphanumerics is also every such order or part number",
 }
@@ -101,7 +137,8 @@ def build() -> dict[str, Any]:
                     "id": rule_id,
                     "regex": pattern.pattern,
                     "flags": int(pattern.flags) & ~32,  # re.UNICODE is implied for str
-                    "keywords": list(KEYWORDS[name]),
+                    "keywords": list(PATTERN_KEYWORDS.get(rule_id, KEYWORDS[name])),
+                    "window": list(WINDOWS.get(name, DEFAULT_WINDOW)),
                 }
             )
     return {

@@ -19,7 +19,6 @@ Bounds, so that the work stays linear in the input:
 
 from __future__ import annotations
 
-import base64
 import binascii
 import codecs
 import html
@@ -43,6 +42,7 @@ _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _CHARACTER_REFERENCE = re.compile(
     r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
 )
+_URL_SAFE = str.maketrans("-_", "+/")
 _CONTROLS = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
 
 
@@ -74,11 +74,12 @@ def _as_text(data: bytes) -> str | None:
 
 
 def _base64_text(run: str) -> str | None:
-    body = run.rstrip("=").replace("-", "+").replace("_", "/")
-    body = body[: len(body) - len(body) % 4] if len(body) % 4 == 1 else body
+    body = run.rstrip("=").translate(_URL_SAFE)
+    if len(body) % 4 == 1:
+        body = body[:-1]
     try:
-        data = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
-    except (binascii.Error, ValueError):
+        data = binascii.a2b_base64(body + "=" * (-len(body) % 4), strict_mode=True)
+    except binascii.Error:
         return None
     return _as_text(data)
 
@@ -116,19 +117,23 @@ def decodings(text: str, budget: DecodeBudget) -> Iterator[str]:
             decoded = _hex_text(run)
             if decoded is not None:
                 yield decoded
-    # One pass finds base64 runs; a run that is all hex digits is tried as hex too (plain
-    # hex is a subset of the base64 alphabet).
+    # One pass finds base64 runs; a run of hex digits is decoded as hex (plain hex is a
+    # subset of the base64 alphabet, and base64 of text is never all hex digits).
     for run in _runs(_BASE64_RUN, text):
+        if not _may_hide_text(run):
+            continue
         if not budget.charge(len(run)):
             return
-        candidates = (
-            (_hex_text(run), _base64_text(run))
-            if _PLAIN_HEX.fullmatch(run)
-            else (_base64_text(run),)
-        )
-        for decoded in candidates:
-            if decoded is not None:
-                yield decoded
+        decoded = _hex_text(run) if _PLAIN_HEX.fullmatch(run) else _base64_text(run)
+        if decoded is not None:
+            yield decoded
+
+
+def _may_hide_text(run: str) -> bool:
+    """False for runs that cannot be base64 or hex of text, so need no decoding attempt:
+    base64 of text always holds capital letters (the first six bits of a printable byte
+    index `I`..`f`), hex holds digits; a lower-case path or word holds neither."""
+    return not run.islower() or any(char.isdigit() for char in run)
 
 
 def rot13(text: str) -> str:

@@ -134,7 +134,7 @@ _PLACEHOLDERS = frozenset(
     }
 )
 _PLACEHOLDER_START = frozenset("$%<{*#")
-_DOTTED_NAME = re.compile(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+(?:\(\))?")
+_DOTTED_NAME = re.compile(r"[a-z_]+(?:\.[a-z_]+)+(?:\(\))?")
 _SYMBOLS = frozenset("!@#$%^&*+=?~|/\\")
 _MIN_ENTROPY_LENGTH = 16
 _MIN_ENTROPY = 3.5

@@ -27,12 +27,15 @@ from importlib import resources
 
 @dataclass(frozen=True)
 class Rule:
-    """One shape: runs where any of `keywords` occurs and all of `requires` occur."""
+    """One shape: runs where any of `keywords` occurs and all of `requires` occur, on the
+    characters from `before` ahead of each occurrence to `after` past it."""
 
     rule_id: str
     keywords: tuple[str, ...]
     pattern: re.Pattern[str]
     requires: tuple[str, ...] = ()
+    before: int = 80
+    after: int = 600
 
 
 # Names that mark the value assigned to them as a credential. `access_token`, `client_secret`
@@ -122,48 +125,8 @@ _PROJECT_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...], str], ...] = 
         r"[A-Za-z0-9._-]{1,64}:(?=[^\s:/@]{0,127}[A-Za-z])(?=[^\s:/@]{0,127}[0-9!#$%^&*+=?~])"
         r"[^\s:/@\"'<>]{3,128}@[A-Za-z0-9-]{1,63}",
     ),
-    # `password=...`, `api_key = "..."` (any value but a placeholder).
-    (
-        "assignment",
-        _KEY_HINTS,
-        ("=",),
-        r"(?i)"
-        + _KEY_NAMES
-        + r"[\"']?\s{0,8}=(?!=)[ \t]{0,8}[\"']?"
-        + _VALUE_START
-        + _VALUE_REST
-        + r"{2,}",
-    ),
-    # `"token": "..."` and `password: '...'` (quoted values).
-    (
-        "quoted-json-key",
-        _KEY_HINTS,
-        (":",),
-        r"(?i)[\"'][A-Za-z0-9_.-]{0,64}"
-        + _KEY_NAMES
-        + r"[\"'][ \t]{0,8}:[ \t]{0,8}[\"']"
-        + _VALUE_START
-        + r"[^\s\"']{2,}",
-    ),
-    (
-        "quoted-colon",
-        _KEY_HINTS,
-        (":",),
-        r"(?i)"
-        + _NO_ALNUM_BEFORE
-        + _KEY_NAMES
-        + r"[ \t]{0,8}:[ \t]{0,8}[\"'`]"
-        + _VALUE_START
-        + r"[^\s\"'`]{2,}",
-    ),
-    # Unquoted `password: Hunter42x`: only values mixing letters and digits.
-    (
-        "colon-mixed",
-        _KEY_HINTS,
-        (":",),
-        r"(?i)" + _NO_ALNUM_BEFORE + _KEY_NAMES + r"\s{0,8}:[ \t]{0,8}"
-        r"(?=[^\s]{0,255}[A-Za-z])(?=[^\s]{0,255}[0-9])" + _VALUE_START + _VALUE_REST + r"{5,255}",
-    ),
+    # `password=…`, `"token": "…"`, `password: Hunter42x` and the like are the proximity
+    # rule's (secret_proximity.py): it judges the value next to each credential word.
     # .env lines: FOO_KEY=..., export DB_PASSWORD="...".
     (
         "dotenv",
@@ -244,6 +207,8 @@ def data_rules() -> tuple[Rule, ...]:
             rule_id="detect-secrets:" + str(rule["id"]),
             keywords=tuple(rule["keywords"]),
             pattern=re.compile(bounded(rule["regex"]), int(rule["flags"])),
+            before=int(rule["window"][0]),
+            after=int(rule["window"][1]),
         )
         for rule in rules
     )
@@ -259,11 +224,27 @@ def data_credential_names() -> tuple[str, ...]:
     return tuple(sorted(set(literals)))
 
 
+# (before, after) where a project rule needs other than Rule's default context.
+_PROJECT_WINDOWS: dict[str, tuple[int, int]] = {
+    "pem": (64, 16),
+    "pem-loose": (8, 120),
+    "aws-key-id": (8, 32),
+    "aws-key-id-grouped": (8, 128),
+    "jwt": (8, 1200),
+    "userinfo-without-scheme": (200, 80),
+    "dotenv": (160, 64),
+    "cookie": (8, 320),
+}
+
+
 def project_rules() -> tuple[Rule, ...]:
-    return tuple(
-        Rule(rule_id=rule_id, keywords=keywords, pattern=re.compile(pattern), requires=requires)
-        for rule_id, keywords, requires, pattern in _PROJECT_RULES
-    )
+    rules = []
+    for rule_id, keywords, requires, pattern in _PROJECT_RULES:
+        before, after = _PROJECT_WINDOWS.get(rule_id, (Rule.before, Rule.after))
+        rules.append(
+            Rule(rule_id, keywords, re.compile(pattern), requires, before=before, after=after)
+        )
+    return tuple(rules)
 
 
 @functools.cache

@@ -49,9 +49,6 @@ from engram_memory.contract.secret_folding import fold_for_detection
 from engram_memory.contract.secret_proximity import PROJECT_CREDENTIAL_NAMES, credential_near
 from engram_memory.contract.secret_rules import Rule, built_in_rules, data_credential_names
 
-# Characters of context a shape may need before its keyword, and after it.
-_WINDOW_BEFORE = 160
-_WINDOW_AFTER = 1024
 # Head and tail of each field kept in the seam view (the middle of a long field is whole in
 # the field itself).
 _SEAM_EDGE = 256
@@ -124,11 +121,11 @@ def _automaton() -> tuple[ahocorasick.Automaton, tuple[Rule, ...], tuple[int, ..
     return automaton, rules, tuple(always)
 
 
-def _windows(starts: list[int], length: int) -> Iterable[tuple[int, int]]:
+def _windows(rule: Rule, starts: list[int], length: int) -> Iterable[tuple[int, int]]:
     """Merged windows around keyword `starts` (ascending): each character at most once."""
     low, high = -1, -1
     for start in starts:
-        begin, end = max(0, start - _WINDOW_BEFORE), min(length, start + _WINDOW_AFTER)
+        begin, end = max(0, start - rule.before), min(length, start + rule.after)
         if begin <= high:
             high = max(high, end)
             continue
@@ -153,13 +150,14 @@ def _starts_per_rule(
     }
 
 
-def _rule_matches(pattern: re.Pattern[str], text: str, starts: list[int] | None) -> bool:
-    """`pattern` searched around `starts`, or over all of `text` when the windows would
-    cover most of it anyway (or positions do not map: `starts` is None)."""
-    if starts is None or len(starts) * (_WINDOW_BEFORE + _WINDOW_AFTER) >= len(text):
-        return pattern.search(text) is not None
+def _rule_matches(rule: Rule, text: str, starts: list[int] | None) -> bool:
+    """`rule` searched around `starts`, or over all of `text` when the windows would cover
+    most of it anyway (or positions do not map: `starts` is None)."""
+    if starts is None or len(starts) * (rule.before + rule.after) >= len(text):
+        return rule.pattern.search(text) is not None
     return any(
-        pattern.search(text, begin, end) is not None for begin, end in _windows(starts, len(text))
+        rule.pattern.search(text, begin, end) is not None
+        for begin, end in _windows(rule, starts, len(text))
     )
 
 
@@ -257,7 +255,7 @@ class SecretDetector:
             rule = rules[index]
             if rule.requires and not all(part in lowered for part in rule.requires):
                 continue
-            if _rule_matches(rule.pattern, folded, starts if aligned else None):
+            if _rule_matches(rule, folded, starts if aligned else None):
                 return True
         if depth < MAX_DEPTH:
             for decoded in decodings(folded, budget):
