@@ -293,12 +293,18 @@ def own() -> list[dict[str, Any]]:
     ]
 
 
-def main() -> None:
+def render() -> str:
+    """The JSON text of disguises.json."""
     corpus = issue_23() + own()
     names = [e["id"] for e in corpus]
-    assert len(names) == len(set(names)), "duplicate ids"
-    OUT.write_text(json.dumps(corpus, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(corpus)} disguises to {OUT}")
+    if len(names) != len(set(names)):
+        raise SystemExit("duplicate ids")
+    return json.dumps(corpus, indent=1, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    OUT.write_text(render(), encoding="utf-8")
+    print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

@@ -261,11 +261,16 @@ def _sample(rng: random.Random, index: int) -> dict[str, Any]:
     return {"id": f"ordinary-{index:04d}", "family": language, "texts": texts, "locators": locators}
 
 
-def main() -> None:
+def render() -> str:
+    """The JSON text of ordinary.json."""
     rng = random.Random(SEED)
     corpus = [_sample(rng, index) for index in range(SAMPLES)]
-    OUT.write_text(json.dumps(corpus, indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {len(corpus)} ordinary captures to {OUT}")
+    return json.dumps(corpus, indent=0, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    OUT.write_text(render(), encoding="utf-8")
+    print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":
