@@ -3,8 +3,9 @@
 Every secret here is fake (AWS's documented example key, made-up tokens and passwords).
 Each entry is one capture: `texts` become its components, `locators` its citations'
 locator values, `refs` overrides some of its references, and `extra_patterns` are the
-tenant's policy-data shapes in force. `source` is "issue-23" for the 38 disguises of the
-issue's findings, "own" for the rest. Regenerate (deterministic, no randomness):
+tenant's policy-data shapes in force. `source` is "issue-23" for the 38 disguises written
+from the issue's findings (it names the kinds of disguise, not the strings), "own" for the
+rest. Regenerate (deterministic, no randomness):
 
     .venv/bin/python tests/assets/secrets/make_disguises.py
 """
