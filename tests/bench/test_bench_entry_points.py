@@ -104,3 +104,11 @@ def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> N
     _bench("search_report", str(copy))
     assert (tmp_path / "search_scale.md").stat().st_size > 0
     assert (tmp_path / "search_scale.png").stat().st_size > 0
+
+
+def test_secret_detector_tiny(tmp_path: Path) -> None:
+    _bench("secret_detector", "--rounds", "1", "--out", str(tmp_path))
+    report = _written(tmp_path, "secret_detector")
+    figures = report["figures"]
+    assert isinstance(figures, dict)
+    assert str(figures["disguises refused"]).startswith("92/92")
