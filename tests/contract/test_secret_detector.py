@@ -129,6 +129,12 @@ def test_the_middle_of_a_long_field_is_not_joined_to_its_neighbours() -> None:
     assert _capture(["word " * 200 + "the password is", "Summer2024!"])
 
 
+def test_a_credential_word_ending_one_stored_string_is_not_read_with_the_next() -> None:
+    digest = "sha256:9f2c4e7a1b3d5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8"
+    assert not DEFAULT_DETECTOR.capture_holds_secret(["https://x/reset-token", digest], [])
+    assert DEFAULT_DETECTOR.capture_holds_secret([f"https://x/reset-token {digest}"], [])
+
+
 # --- keyword proximity and entropy -----------------------------------------------------
 
 
