@@ -29,50 +29,17 @@ from collections import Counter
 # Credential words (besides detect-secrets' names), lower-case; folded like the text before
 # use (secrets.py), so Cyrillic or Hangul keywords meet text folded the same way.
 PROJECT_CREDENTIAL_NAMES = (
-    "password",
-    "passwort",
-    "passwd",
-    "passphrase",
-    "pwd",
-    "pw",
-    "pass",
-    "secret",
-    "token",
-    "apikey",
-    "api_key",
-    "api-key",
-    "api key",
-    "access_key",
-    "access key",
-    "secret_key",
-    "secret key",
-    "private_key",
-    "private key",
-    "auth_key",
-    "credential",
-    "credentials",
-    "kennwort",
-    "mot de passe",
-    "mdp",
-    "contraseña",
-    "contrasena",
-    "clave",
-    "senha",
-    "wachtwoord",
-    "hasło",
-    "haslo",
-    "lösenord",
-    "losenord",
-    "adgangskode",
-    "salasana",
-    "şifre",
-    "пароль",
-    "パスワード",
-    "密码",
-    "密碼",
-    "口令",
-    "비밀번호",
-)
+    "password", "passwort", "passwd", "passphrase", "pwd", "pw", "pass", "secret", "token",
+    "credential", "credentials", "apikey", "api_key", "api-key", "api key",
+    *(
+        f"{kind}{joiner}key"
+        for kind in ("access", "secret", "private", "signing", "encryption", "master", "auth")
+        for joiner in ("_", "-", " ", "")
+    ),
+    "kennwort", "mot de passe", "mdp", "contraseña", "contrasena", "clave", "senha",
+    "wachtwoord", "hasło", "haslo", "lösenord", "losenord", "adgangskode", "salasana",
+    "şifre", "пароль", "パスワード", "密码", "密碼", "口令", "비밀번호",
+)  # fmt: skip
 # Short words need a non-letter before them (`bypass`, `spwd` are not keywords).
 _SHORT = 4
 _ASSIGN = frozenset({"=", ":=", "=>", "->"})

@@ -4,9 +4,11 @@ Two sources:
 - `secret_rules.json`: the token shapes of a maintained detector set (detect-secrets'
   plugin denylists), copied as data by scripts/secret_rules.py, with the literal keywords
   that must occur near a match;
-- `_PROJECT_RULES` below: the shapes SPEC §11 names (assignments, `.env` lines, headers,
-  connection strings) and those the data set lacks or words too strictly (space-less PEM
-  headers, unsigned JWTs, `user:password@host` without a scheme, AWS key ids in groups).
+- `_PROJECT_RULES` below: the shapes SPEC §11 names (`.env` lines, headers, connection
+  strings, token prefixes) and those the data set lacks or words too strictly (space-less
+  PEM headers, unsigned JWTs, `user:password@host` without a scheme, AWS key ids in
+  groups). Assignments (`password=…`, `"token": "…"`) are judged by the proximity rule
+  (secret_proximity.py), which looks at the value beside every credential word.
 
 A rule runs only where one of its keywords occurs (found by one Aho-Corasick pass, see
 secrets.py), and only on a window around it, so ordinary prose skips nearly every rule.
@@ -38,17 +40,6 @@ class Rule:
     after: int = 600
 
 
-# Names that mark the value assigned to them as a credential. `access_token`, `client_secret`
-# and `DB_PASSWORD` match through their last word.
-_KEY_NAMES = (
-    r"(?:pass(?:word|wd|phrase)|pwd|secret|token|credentials?|apikey"
-    r"|(?:api|access|secret|private|signing|encryption|master)[_-]?key)"
-)
-_KEY_HINTS = ("pass", "pwd", "secret", "token", "credential", "key")
-# A credential value: no whitespace, quotes or separators, not a placeholder like $X or <x>.
-_VALUE_START = r"[^\s\"'`<>${}*,;()\[\]]"
-_VALUE_REST = r"[^\s\"'`,;]"
-_NO_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
 _AWS_PREFIXES = ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "anva", "apka")
 _SEPARATOR = r"[\s_.:/|-]{0,3}"
 _AWS_GROUPED_PREFIXES = ("akia", "asia", "abia", "acca")
