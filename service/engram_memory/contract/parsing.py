@@ -129,7 +129,7 @@ def validate_arguments(
         model = model_type.model_validate(arguments)
     except ValidationError as exc:
         raise _schema_failure(name, arguments, exc, detector) from None
-    if _holds_secret(name, arguments, detector):
+    if holds_secret(name, arguments, detector):
         raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:never_store")
     return ParsedArguments(tool=name, model=model, arguments=arguments)
 
@@ -187,7 +187,7 @@ def _schema_failure(
     except ValidationError as again:
         more = again.errors(include_url=False, include_input=False, include_context=False)
         return ToolError(ErrorCode.INVALID_SCHEMA, detail + ";" + _detail(more))
-    if _holds_secret(tool, repaired, detector):
+    if holds_secret(tool, repaired, detector):
         return ToolError(ErrorCode.INVALID_SCHEMA, detail + ";arguments:never_store")
     return ToolError(ErrorCode.INVALID_DIGEST, detail)
 
@@ -212,17 +212,41 @@ def _detail(errors: list[Any]) -> str:
     return ";".join(parts)
 
 
-def _holds_secret(
+def holds_secret(
     tool: ToolName, arguments: Mapping[str, JsonValue], detector: SecretDetector
 ) -> bool:
-    """Scan what would be stored: capture payload and evidence strings, and `reason_ref`."""
+    """Scan what would be stored: capture payload and evidence strings, and `reason_ref`.
+
+    A capture's component texts and citation locators are also scanned concatenated (the
+    detector's seam view), so that a secret split across two of them is seen whole.
+    """
     if tool is ToolName.CAPTURE:
         scanned = [arguments.get("payload"), arguments.get("evidence")]
-    elif tool in (ToolName.WITHDRAW, ToolName.FORGET):
-        scanned = [arguments.get("reason_ref")]
-    else:
-        return False
-    return detector.any_secret(_strings(scanned))
+        return detector.capture_holds_secret(list(_strings(scanned)), _seam_fields(arguments))
+    if tool in (ToolName.WITHDRAW, ToolName.FORGET):
+        return detector.any_secret(_strings([arguments.get("reason_ref")]))
+    return False
+
+
+def _seam_fields(arguments: Mapping[str, JsonValue]) -> list[str]:
+    """Component texts, then citation locator values, in the order given (the scheme, a
+    short word, would sit between a text and its locator and hide a split)."""
+    payload = arguments.get("payload")
+    if not isinstance(payload, dict):
+        return []
+    fields: list[str] = []
+    components = payload.get("components")
+    for component in components if isinstance(components, list) else []:
+        text = component.get("text") if isinstance(component, dict) else None
+        if isinstance(text, str):
+            fields.append(text)
+    citations = payload.get("citations")
+    for citation in citations if isinstance(citations, list) else []:
+        locator = citation.get("locator") if isinstance(citation, dict) else None
+        value = locator.get("value") if isinstance(locator, dict) else None
+        if isinstance(value, str):
+            fields.append(value)
+    return fields
 
 
 def _strings(value: JsonValue) -> Iterator[str]:
@@ -244,6 +268,7 @@ __all__ = [
     "check_bound_purpose",
     "declared_purpose_ref",
     "decode_arguments",
+    "holds_secret",
     "is_mutating",
     "parse_arguments",
     "validate_arguments",

@@ -2,18 +2,29 @@
 
 A match is reported as a bare boolean so that no caller can echo, log or store it.
 
-Performance: capture strings reach 64 KiB each and the whole argument object 1 MiB, so every
-built-in pattern starts with a literal or a short anchored token and uses bounded quantifiers
-with disjoint neighbouring classes: no nested quantifiers, no exponential backtracking, and the
-work per start position is capped.
+What is scanned (for a capture, see `capture_holds_secret`): every stored string, joined
+one after the other, and a "seam" view of the component texts and citation locators
+concatenated with nothing between them, so that a key split across two fields is seen whole.
 
-Evasions: shapes are matched on a folded copy of the text (secret_folding.py: format
-characters and combining marks removed, compatibility forms decomposed), so zero-width,
-full-width or decorated secrets are refused too; what is stored stays the NFC input.
+How each view is scanned:
+1. it is folded (secret_folding.py: format characters and marks removed, compatibility forms
+   decomposed, TR39 look-alikes from other scripts mapped to the ASCII they imitate);
+2. one Aho-Corasick pass over the lower-cased fold finds every keyword: the literals that
+   gate each shape (secret_rules.py), the credential words of the proximity rule
+   (secret_proximity.py), and rot13 or reversed keywords;
+3. each shape whose keyword occurred runs on windows around the occurrences only;
+   each credential word has the value beside it judged;
+4. base64, hex, URL- and HTML-encoded runs are decoded (secret_decoding.py, bounded depth and
+   a per-capture budget) and each decoding is scanned from step 1; a rot13 or reversed
+   keyword makes the rot13 or reversed view scanned too.
 
-False positives: assignments such as `token: bucket` in ordinary prose are not flagged; an
-unquoted `key: value` only counts when the value mixes letters and digits, like generated
-credentials do.
+Performance: each step is linear in the text (a shape runs at most once over any character
+of a window, windows are bounded, decoders charge a budget of a few times the input size),
+and ordinary prose skips nearly every shape. bench/secret_detector.py measures it.
+
+Policy data's `extra_patterns` run on the whole fold, on the text as received, and on two
+views where separator runs between letters or digits become a hyphen or a space (so a
+tenant's `ACME-[0-9]{6}` still sees `ACME 123456`); their authors own their performance.
 """
 
 from __future__ import annotations
@@ -21,176 +32,253 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import ahocorasick
 
 from engram_memory.contract.exceptions import ConfigurationError
+from engram_memory.contract.secret_decoding import (
+    MAX_DEPTH,
+    DecodeBudget,
+    decodings,
+    reversed_text,
+    rot13,
+)
 from engram_memory.contract.secret_folding import fold_for_detection
+from engram_memory.contract.secret_proximity import PROJECT_CREDENTIAL_NAMES, credential_near
+from engram_memory.contract.secret_rules import Rule, built_in_rules, data_credential_names
 
-# Names that mark the value assigned to them as a credential. `access_token`, `client_secret`
-# and `DB_PASSWORD` match through their last word.
-_KEY_NAMES = (
-    r"(?:pass(?:word|wd|phrase)|pwd|secret|token|credentials?|apikey"
-    r"|(?:api|access|secret|private|signing|encryption|master)[_-]?key)"
+# Head and tail of each field kept in the seam view (the middle of a long field is whole in
+# the field itself).
+_SEAM_EDGE = 256
+# Between stored strings: more line breaks than the proximity rule spans (two), so a
+# credential word ending one string is not read with the next one (`…/reset-token` and a
+# `sha256:…` digest); a secret split across strings is the seam view's to find.
+_FIELD_JOINER = "\n\n\n"
+# Inside a long field of the seam view: longer than any run of whitespace or separators a
+# project or proximity rule spans (`\s{0,8}`).
+_SEAM_BREAK = "\n" * 16
+_BUDGET_FACTOR = 4
+_BUDGET_FLOOR = 4096
+
+# Keywords that, seen rot13-encoded or written backwards, make that view worth scanning.
+_TRIGGER_WORDS = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "private key",
+    "akia",
+    "ghp_",
+    "sk_live_",
+    "xoxb-",
+    "authorization",
+    "bearer",
 )
-_KEY_HINTS = ("pass", "pwd", "secret", "token", "credential", "key")
-# A credential value: no whitespace, quotes or separators, not a placeholder like $X or <x>.
-_VALUE_START = r"[^\s\"'`<>${}*,;()\[\]]"
-_VALUE_REST = r"[^\s\"'`,;]"
-# `db_password:` counts, `mypassword:` need not.
-_NO_ALNUM_BEFORE = r"(?<![A-Za-z0-9])"
+_ROT13, _REVERSED = "rot13", "reversed"
+_SEPARATOR_RUN = re.compile(r"(?<=[A-Za-z0-9])[ \t_.\-]{1,3}(?=[A-Za-z0-9])")
 
-_ASSIGN = (_KEY_HINTS, ("=",))
-_COLON = (_KEY_HINTS, (":",))
-_QUOTED_COLON = (_KEY_HINTS, (":",), ('"', "'", "`"))
 
-Hints = tuple[tuple[str, ...], ...]
+@dataclass(frozen=True)
+class _Keyword:
+    index: int
+    length: int
+    rule_indexes: tuple[int, ...]
+    credential: bool
+    trigger: str | None
 
-# (hints, pattern). A pattern runs only if, for every group of its hints, the case-folded text
-# contains at least one member. Substring tests are far cheaper than a regex scan, so ordinary
-# prose skips nearly all patterns.
-_BUILT_IN: tuple[tuple[Hints, str], ...] = (
-    # PEM / OpenSSH / PGP private keys.
-    ((("private key",),), r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
-    # AWS access key ids.
-    (
-        (("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "anva", "apka"),),
-        r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|APKA)[0-9A-Z]{16}\b",
-    ),
-    # GitHub tokens.
-    ((("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),), r"\bgh[pousr]_[A-Za-z0-9]{30,255}\b"),
-    ((("github_pat_",),), r"\bgithub_pat_[A-Za-z0-9_]{22,255}\b"),
-    # GitLab, Slack, npm, PyPI, Hugging Face, DigitalOcean, Shopify, SendGrid.
-    ((("glpat-",),), r"\bglpat-[A-Za-z0-9_-]{20,255}"),
-    ((("xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"),), r"\bxox[abprs]-[A-Za-z0-9-]{10,255}"),
-    ((("xapp-",),), r"\bxapp-[0-9]-[A-Za-z0-9-]{10,255}"),
-    ((("npm_",),), r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ((("pypi-age",),), r"\bpypi-AgE[A-Za-z0-9_-]{50,}"),
-    ((("hf_",),), r"\bhf_[A-Za-z0-9]{30,64}\b"),
-    ((("dop_v1_", "doo_v1_", "dor_v1_"),), r"\bdo[por]_v1_[a-f0-9]{64}\b"),
-    ((("shpat_", "shpca_", "shppa_", "shpss_"),), r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
-    ((("sg.",),), r"\bSG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
-    # OpenAI / Anthropic style `sk-` keys (need a digit: hyphenated words are not keys).
-    ((("sk-",),), r"\bsk-(?=[A-Za-z0-9_-]{0,255}[0-9])[A-Za-z0-9_-]{20,255}"),
-    # Stripe secret and restricted keys.
-    ((("k_live_", "k_test_"),), r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,255}"),
-    # Google API keys.
-    ((("aiza",),), r"\bAIza[0-9A-Za-z_-]{35}"),
-    # JSON Web Tokens (header and payload are base64url JSON objects).
-    (
-        (("eyj",),),
-        r"\beyJ[A-Za-z0-9_-]{4,1024}\.eyJ[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{0,4096}",
-    ),
-    # URLs and connection strings with `user:password@` (the user may be empty: redis://:pw@).
-    ((("://",), ("@",)), r"://[^\s:/?#@\"'<>]{0,256}:[^\s/?#@\"'<>]{1,256}@"),
-    # `password=...`, `api_key = "..."` (any value but a placeholder).
-    (
-        _ASSIGN,
-        r"(?i)"
-        + _KEY_NAMES
-        + r"[\"']?[ \t]{0,8}=(?!=)[ \t]{0,8}[\"']?"
-        + _VALUE_START
-        + _VALUE_REST
-        + r"{2,}",
-    ),
-    # `"token": "..."` and `password: '...'` (quoted values).
-    (
-        _QUOTED_COLON,
-        r"(?i)[\"'][A-Za-z0-9_.-]{0,64}"
-        + _KEY_NAMES
-        + r"[\"'][ \t]{0,8}:[ \t]{0,8}[\"']"
-        + _VALUE_START
-        + r"[^\s\"']{2,}",
-    ),
-    (
-        _QUOTED_COLON,
-        r"(?i)"
-        + _NO_ALNUM_BEFORE
-        + _KEY_NAMES
-        + r"[ \t]{0,8}:[ \t]{0,8}[\"'`]"
-        + _VALUE_START
-        + r"[^\s\"'`]{2,}",
-    ),
-    # Unquoted `password: Hunter42x`: only values mixing letters and digits.
-    (
-        _COLON,
-        r"(?i)" + _NO_ALNUM_BEFORE + _KEY_NAMES + r"[ \t]{0,8}:[ \t]{0,8}"
-        r"(?=[^\s]{0,255}[A-Za-z])(?=[^\s]{0,255}[0-9])" + _VALUE_START + _VALUE_REST + r"{5,255}",
-    ),
-    # .env lines: FOO_KEY=..., export DB_PASSWORD="...".
-    (
-        (("_key", "_secret", "_token", "_pass", "_pwd", "_credential"), ("=",)),
-        r"(?m)^[ \t]{0,16}(?:export[ \t]{1,8})?[A-Z][A-Z0-9_]{0,127}"
-        r"_(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASS|PWD|CREDENTIALS?)[ \t]{0,8}=[ \t]{0,8}"
-        r"[\"']?[^\s\"']",
-    ),
-    # Authorization headers: a known scheme with a credential, or a long opaque credential.
-    (
-        (("authorization",), (":",)),
-        r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]{0,8}:[ \t]{0,8}[\"']?"
-        r"(?:(?:bearer|basic|digest|token|bot|negotiate|ntlm|apikey|aws4-hmac-sha256)[ \t]{1,8}"
-        r"(?:(?=[A-Za-z0-9._~+/=:-]{0,255}[0-9+/=])[A-Za-z0-9._~+/=:-]{8,}"
-        r"|[A-Za-z0-9._~+/=:-]{16,})"
-        r"|(?=[^\s]{0,255}[0-9])[A-Za-z0-9._~+/=-]{20,})",
-    ),
-    # Bare bearer credentials.
-    (
-        (("bearer",),),
-        r"\bBearer[ \t]{1,8}(?=[A-Za-z0-9._~+/-]{0,255}[0-9])[A-Za-z0-9._~+/-]{20,}",
-    ),
-    # Cookie headers carrying a name=value pair.
-    (
-        (("cookie",), (":",), ("=",)),
-        r"(?i)\b(?:set-)?cookie[\"']?[ \t]{0,8}:[ \t]{0,8}[\"']?[^\s=;:\"']{1,128}=[^\s;\"']",
-    ),
-)
+
+def _fold_keyword(keyword: str) -> str:
+    return fold_for_detection(keyword).lower()
+
+
+@functools.cache
+def _automaton() -> tuple[ahocorasick.Automaton, tuple[Rule, ...], tuple[int, ...]]:
+    """The keyword automaton over the built-in rules, the rules, and the keyword-less ones."""
+    rules = built_in_rules()
+    by_keyword: dict[str, list[int]] = {}
+    always: list[int] = []
+    for index, rule in enumerate(rules):
+        if not rule.keywords:
+            always.append(index)
+        for keyword in rule.keywords:
+            by_keyword.setdefault(_fold_keyword(keyword), []).append(index)
+    credentials = {_fold_keyword(k) for k in (*PROJECT_CREDENTIAL_NAMES, *data_credential_names())}
+    triggers = {rot13(w): _ROT13 for w in _TRIGGER_WORDS}
+    triggers.update({reversed_text(w): _REVERSED for w in _TRIGGER_WORDS})
+    automaton = ahocorasick.Automaton()
+    for index, keyword in enumerate(sorted(set(by_keyword) | credentials | set(triggers))):
+        automaton.add_word(
+            keyword,
+            _Keyword(
+                index=index,
+                length=len(keyword),
+                rule_indexes=tuple(by_keyword.get(keyword, ())),
+                credential=keyword in credentials,
+                trigger=triggers.get(keyword),
+            ),
+        )
+    automaton.make_automaton()
+    return automaton, rules, tuple(always)
+
+
+def _windows(rule: Rule, starts: list[int], length: int) -> Iterable[tuple[int, int]]:
+    """Merged windows around keyword `starts` (ascending): each character at most once."""
+    low, high = -1, -1
+    for start in starts:
+        begin, end = max(0, start - rule.before), min(length, start + rule.after)
+        if begin <= high:
+            high = max(high, end)
+            continue
+        if high > low:
+            yield low, high
+        low, high = begin, end
+    if high > low:
+        yield low, high
+
+
+def _starts_per_rule(
+    occurrences: Iterable[tuple[_Keyword, list[int]]],
+) -> dict[int, list[int]]:
+    """Rule index → the sorted start positions of all its keywords' occurrences."""
+    per_rule: dict[int, list[list[int]]] = {}
+    for keyword, starts in occurrences:
+        for index in keyword.rule_indexes:
+            per_rule.setdefault(index, []).append(starts)
+    return {
+        index: lists[0] if len(lists) == 1 else sorted(chain.from_iterable(lists))
+        for index, lists in per_rule.items()
+    }
+
+
+def _rule_matches(rule: Rule, text: str, starts: list[int] | None) -> bool:
+    """`rule` searched around `starts`, or over all of `text` when the windows would cover
+    most of it anyway (or positions do not map: `starts` is None)."""
+    if starts is None or len(starts) * (rule.before + rule.after) >= len(text):
+        return rule.pattern.search(text) is not None
+    return any(
+        rule.pattern.search(text, begin, end) is not None
+        for begin, end in _windows(rule, starts, len(text))
+    )
+
+
+def _seam_view(fields: Sequence[str]) -> str:
+    """The fields concatenated with nothing between them; a long field keeps only its head
+    and tail (cut at a space), joined by a break no shape spans."""
+    parts = []
+    for field in fields:
+        if len(field) > 2 * _SEAM_EDGE:
+            head_end = field.rfind(" ", 0, _SEAM_EDGE)
+            tail_start = field.find(" ", len(field) - _SEAM_EDGE)
+            head = field[: head_end if head_end > 0 else _SEAM_EDGE]
+            tail = field[tail_start + 1 if tail_start >= 0 else len(field) - _SEAM_EDGE :]
+            field = head + _SEAM_BREAK + tail
+        parts.append(field)
+    return "".join(parts)
 
 
 class SecretDetector:
     """Recognizes secret shapes in text (SPEC §11).
 
-    `extra_patterns` are Python regular expressions from policy data; their authors own their
-    performance. Matching is a boolean on purpose: the match is never handed out.
+    `extra_patterns` are Python regular expressions from policy data. Matching is a boolean
+    on purpose: the match is never handed out.
     """
 
-    __slots__ = ("_patterns",)
+    __slots__ = ("_extra",)
 
     def __init__(self, extra_patterns: Sequence[str] = ()) -> None:
-        """Compile the built-in shapes plus `extra_patterns`.
+        """Compile `extra_patterns`. The built-in rules, the keyword automaton and the
+        folding tables are built once per process, at the first scan (about 0.2 s of CPU
+        that a server's start-up need not wait for).
 
         Raises:
             ConfigurationError: an extra pattern is not a valid regular expression.
         """
-        compiled = [(hints, re.compile(pattern)) for hints, pattern in _BUILT_IN]
+        compiled = []
         for pattern in extra_patterns:
             try:
-                compiled.append(((), re.compile(pattern)))
+                compiled.append(re.compile(pattern))
             except re.error as exc:
                 raise ConfigurationError("invalid never-store pattern in policy data") from exc
-        self._patterns: tuple[tuple[Hints, re.Pattern[str]], ...] = tuple(compiled)
+        self._extra: tuple[re.Pattern[str], ...] = tuple(compiled)
 
     def contains_secret(self, text: str) -> bool:
-        """True if `text`, or its folded form (secret_folding.py), holds any secret shape.
-
-        The folded form defeats zero-width, format, full-width and combining-mark evasions;
-        `text` itself is scanned too when folding changed it, so a policy-data pattern
-        written for the text as stored (accents and all) still matches.
-        """
-        folded = fold_for_detection(text)
-        if self._matches(folded):
-            return True
-        return folded != text and self._matches(text)
-
-    def _matches(self, text: str) -> bool:
-        lowered = text.casefold()
-        for hints, pattern in self._patterns:
-            if not all(any(hint in lowered for hint in group) for group in hints):
-                continue
-            if pattern.search(text) is not None:
-                return True
-        return False
+        """True if `text`, any fold or decoding of it, holds a secret shape."""
+        return self.capture_holds_secret([text], ())
 
     def any_secret(self, texts: Iterable[str]) -> bool:
-        """True if any of `texts` holds a secret shape."""
-        return any(self.contains_secret(t) for t in texts)
+        """True if any of `texts` holds a secret shape (each is scanned as a whole)."""
+        return self.capture_holds_secret(list(texts), ())
+
+    def capture_holds_secret(self, strings: Sequence[str], seam_fields: Sequence[str]) -> bool:
+        """True if a secret is in any of `strings`, or across the concatenated `seam_fields`
+        (a capture's component texts, then its citation locators, in order)."""
+        size = sum(len(s) for s in strings) + sum(len(s) for s in seam_fields)
+        budget = DecodeBudget(_BUDGET_FACTOR * size + _BUDGET_FLOOR)
+        if self._holds(_FIELD_JOINER.join(strings), budget):
+            return True
+        return len(seam_fields) > 1 and self._holds(_seam_view(seam_fields), budget)
+
+    def _holds(self, text: str, budget: DecodeBudget) -> bool:
+        if self._extra and self._extra_matches(text):
+            return True
+        return self._scan(fold_for_detection(text), 0, budget, triggers_allowed=True)
+
+    def _extra_matches(self, received: str) -> bool:
+        folded = fold_for_detection(received)
+        views = {received, folded, _SEPARATOR_RUN.sub("-", folded), _SEPARATOR_RUN.sub(" ", folded)}
+        return any(p.search(view) is not None for p in self._extra for view in views)
+
+    def _scan(
+        self, folded: str, depth: int, budget: DecodeBudget, *, triggers_allowed: bool
+    ) -> bool:
+        automaton, rules, always = _automaton()
+        lowered = folded.lower()
+        # Occurrences per keyword (one append per occurrence, whatever the number of rules).
+        occurrences: dict[int, tuple[_Keyword, list[int]]] = {}
+        triggers: set[str] = set()
+        for last, keyword in automaton.iter(lowered):
+            start = last - keyword.length + 1
+            if keyword.credential and credential_near(lowered, start, last + 1):
+                return True
+            if keyword.rule_indexes:
+                entry = occurrences.get(keyword.index)
+                if entry is None:
+                    occurrences[keyword.index] = (keyword, [start])
+                else:
+                    entry[1].append(start)
+            if keyword.trigger is not None:
+                triggers.add(keyword.trigger)
+        for index in always:
+            if rules[index].pattern.search(folded) is not None:
+                return True
+        aligned = len(lowered) == len(folded)
+        for index, starts in _starts_per_rule(occurrences.values()).items():
+            rule = rules[index]
+            if rule.requires and not all(part in lowered for part in rule.requires):
+                continue
+            if _rule_matches(rule, folded, starts if aligned else None):
+                return True
+        if depth < MAX_DEPTH:
+            for decoded in decodings(folded, budget):
+                if self._holds_decoded(decoded, depth + 1, budget):
+                    return True
+        if triggers_allowed:
+            for trigger in sorted(triggers):
+                view = rot13(folded) if trigger == _ROT13 else reversed_text(folded)
+                if budget.charge(len(view)) and self._scan(
+                    view, MAX_DEPTH, budget, triggers_allowed=False
+                ):
+                    return True
+        return False
+
+    def _holds_decoded(self, decoded: str, depth: int, budget: DecodeBudget) -> bool:
+        if self._extra and self._extra_matches(decoded):
+            return True
+        return self._scan(fold_for_detection(decoded), depth, budget, triggers_allowed=True)
 
 
 DEFAULT_DETECTOR = SecretDetector()
