@@ -14,6 +14,8 @@ from engram_memory.core.checkpoints import export_signed, wall_clock_ms
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.store import audit, journal
 from engram_memory.store.anchors import AnchorFile, find_loss
+from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
+from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.database import Database
 from engram_memory.store.integrity import read_every_row
 
@@ -42,8 +44,14 @@ def verify_data_dir(data_dir: Path) -> tuple[int, int, int]:
     return verified.events, verified.entries, verified.receipts
 
 
-def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
+def verify_store(
+    data_dir: Path, anchor: AnchorFile | None, call_log_key: bytes | None = None
+) -> Verified:
     """Verify every chain and receipt, read every row, and compare with `anchor` if given.
+
+    With `call_log_key` (from the root key) the calls the call log acknowledged and the store
+    file does not hold yet (a server that stopped without closing) are written into it
+    first, so they are verified too; without it only the file is.
 
     Raises:
         JournalCorrupt / AuditChainBroken: the first defect found.
@@ -51,6 +59,8 @@ def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
         StoreOpenFailed: the store file cannot be opened.
         StoreBehindAnchor: the store lacks what its anchor recorded.
     """
+    if call_log_key is not None:
+        project_call_log(data_dir, call_log_key)
     database = Database.open(data_dir, read_only=True)
     try:
         with database.transaction() as tx:
@@ -66,6 +76,29 @@ def verify_store(data_dir: Path, anchor: AnchorFile | None) -> Verified:
     if anchor is not None:
         checked = "checked" if anchor.authenticated else "checked (MAC not checked: no root key)"
     return Verified(events, entries, receipts, tables, rows, checked)
+
+
+def project_call_log(data_dir: Path, key: bytes) -> None:
+    """Write into the store file what its call log holds beyond it (nothing when the log
+    directory does not exist: a store no server with a call log has served).
+
+    Raises:
+        StoreCorrupt: the log is damaged or does not match the store.
+        StoreOpenFailed / StoreUnavailable: the store or the log cannot be opened.
+    """
+    where = data_dir / CALL_LOG_DIRECTORY
+    if not where.is_dir():
+        return
+    database = Database.open(data_dir)
+    try:
+        call_log = SegmentLog(where, key)
+        try:
+            database.attach_call_log(call_log)
+        except BaseException:
+            call_log.close()
+            raise
+    finally:
+        database.close()
 
 
 def export_data_dir(

@@ -47,6 +47,7 @@ from engram_memory.contract.exceptions import StoreCorrupt, StoreUnavailable
 
 log = logging.getLogger("engram_memory.store")
 
+DIRECTORY = "calllog"  # <data>/calllog/, beside the store file
 _MAGIC = b"engram-calllog-1"
 _SEGMENT_HEADER = struct.Struct(">16sQ32sI4x")  # magic, first sequence, chain before, crc32
 _FRAME_HEADER = struct.Struct(">IQ32sI")  # length, sequence, chain, crc32 of the three
