@@ -159,6 +159,25 @@ def test_released_segments_are_shredded_but_never_the_one_being_written(tmp_path
     assert _open(tmp_path, segment_bytes=2048).durable_head().sequence == 30
 
 
+def test_a_release_interrupted_while_shredding_is_finished_at_the_next_open(
+    tmp_path: Path,
+) -> None:
+    log = _open(tmp_path, segment_bytes=2048)
+    for payload in _records(30):
+        log.append([payload])
+    first = log.segment_paths()[0]
+    log.close()
+    # The crash came after the rename and half way through the overwrite.
+    released = first.with_suffix(".released")
+    first.rename(released)
+    with released.open("r+b") as handle:
+        handle.write(b"\0" * 512)
+    again = _open(tmp_path, segment_bytes=2048)  # not taken for damage: it was released
+    assert not released.exists()
+    assert again.durable_head().sequence == 30
+    again.close()
+
+
 def test_segment_files_are_private(tmp_path: Path) -> None:
     log = _open(tmp_path / "log")
     log.append(_records(1))

@@ -151,4 +151,6 @@ class AuditGroupWriter:
                 log.error("unexpected %s in the audit group commit", type(exc).__name__)
             log.error("audit write failed entries=%d", len(batch))
             return None
+        for ctx, _ in calls:
+            ctx.services.settings.failpoints.kill_after_log_append(ctx.tool)
         return [facts for _, facts in calls]
