@@ -34,6 +34,7 @@ from tests.faults.integrity_support import (
     store_files,
 )
 from tests.faults.keys_support import ALICE, CAPTURE, GET, Secrets, server_life
+from tests.faults.keys_support import audit_verify as audit_verify_without_key
 from tests.servers import server_env
 
 pytestmark = pytest.mark.e2e
@@ -112,6 +113,17 @@ def test_every_answered_read_and_the_unanswered_durable_one_survive_the_kill(
     tools = _tools(copy.store)
     assert tools.count(SEARCH) == SEARCHES
     assert tools.count(GET) == 1  # durable before its answer, which never left
+
+
+def test_an_auditor_without_the_root_key_verifies_the_log_where_it_is(
+    killed: Killed, tmp_path: Path
+) -> None:
+    copy = killed.copy_to(tmp_path / "data")
+    before = store_files(copy.store.data_dir)
+    verified = audit_verify_without_key(copy.store.data_dir)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "MAC not checked" in verified.stdout
+    assert store_files(copy.store.data_dir) == before  # read, not projected
 
 
 def test_the_restarted_server_projects_the_log_once_and_serves(

@@ -253,3 +253,38 @@ def test_a_log_that_does_not_follow_the_files_audit_trail_is_refused(tmp_path: P
         again.attach_call_log(log, project=False)
     log.close()
     again.close(checkpoint=False)
+
+
+def test_a_transaction_writes_the_pending_records_first_and_a_rollback_keeps_them(
+    logged: tuple[Database, RecordingLog],
+) -> None:
+    database, log = logged
+    database.append_logged([_record(1)], [])
+
+    def failing_call() -> None:
+        with database.transaction() as tx:
+            audit.append(tx, _record(2))
+            raise RuntimeError("the caller fails")
+
+    with pytest.raises(RuntimeError):
+        failing_call()
+    assert _count(database, "audit_entries") == 0
+    assert log.released == []
+    _direct(database, [_record(2)])  # one transaction: the pending record, then its own
+    assert log.released == [1]
+    with database.reading() as tx:
+        assert audit.verify(tx) == (2, 2)
+
+
+def test_projecting_is_no_commit_of_the_call_on_this_thread(
+    logged: tuple[Database, RecordingLog],
+) -> None:
+    database, _ = logged
+    database.append_logged([_record(1)], [])
+    before = database.commits_on_this_thread()
+    with database.transaction():
+        pass  # a transaction that writes nothing of its own
+    database.append_logged([_record(2)], [])
+    database.project()
+    assert database.commits_on_this_thread() == before
+    assert _count(database, "audit_entries") == 2

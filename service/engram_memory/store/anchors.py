@@ -221,8 +221,15 @@ def compare(
     return problems
 
 
-def find_loss(database: Database, file: AnchorFile) -> Loss | None:
+def find_loss(
+    database: Database,
+    file: AnchorFile,
+    logged: Callable[[int], str | None] | None = None,
+) -> Loss | None:
     """Compare the store with its anchor; None when nothing acknowledged is missing.
+
+    `logged`: the hash of an audit entry the call log holds and the file not yet (the
+    store's own pending records when not given).
 
     Raises:
         StoreCorrupt / StoreUnavailable: the store could not be read.
@@ -240,7 +247,7 @@ def find_loss(database: Database, file: AnchorFile) -> Loss | None:
             if marked is None or not marked[0]:
                 return None
             return Loss(None, actual, (f"anchor {file.where} is missing",))
-        problems = compare(tx, anchored, actual, database.pending_audit_hash)
+        problems = compare(tx, anchored, actual, logged or database.pending_audit_hash)
     return Loss(anchored, actual, tuple(problems)) if problems else None
 
 

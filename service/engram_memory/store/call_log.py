@@ -383,7 +383,10 @@ class SegmentLog:
             return [s.path for s in self._segments]
 
     def close(self) -> None:
+        """Idempotent: a store closed twice closes its log once."""
         with self._lock:
             while self._leader:
                 self._flushed.wait()
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

@@ -231,9 +231,21 @@ class Database(CallLogWriting):
                 mutation is unknown).
         """
         with self._lock:
-            self._project_locked()  # the log's records first: the chains stay in order
-            with self._direct_transaction() as tx:
-                yield tx
+            # The log's pending records go first, in this same transaction (one COMMIT for
+            # both): the chains stay in order, and a rollback keeps them pending.
+            projection, position = self._projection, None
+            try:
+                with self._direct_transaction() as tx:
+                    if projection is not None and projection.pending():
+                        position = projection.write_pending(tx)
+                        tx.wrote = False  # not a write of the caller's call (see below)
+                    yield tx
+            except CommitOutcomeUnknown:
+                if projection is not None and position is not None:
+                    projection.outcome_unknown()
+                raise
+            if projection is not None and position is not None:
+                projection.committed(position)
 
     @contextmanager
     def _direct_transaction(self) -> Iterator[Transaction]:

@@ -155,6 +155,10 @@ class CallLogWriting:
         try:
             with self._direct_transaction() as tx:
                 position = projection.write_pending(tx)
+                # Records other calls acknowledged: no commit of the call on this thread
+                # (`Database.commits_on_this_thread` tells whether anything of a call is
+                # durable).
+                tx.wrote = False
         except CommitOutcomeUnknown:
             projection.outcome_unknown()
             raise
