@@ -49,6 +49,8 @@ from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.policy.decider import PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.anchors import open_anchor
+from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
+from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.connection import load_queries
 from engram_memory.store.database import Database
 from engram_memory.store.transaction import Transaction
@@ -70,6 +72,8 @@ def _services(
     (one more fsync per writing call), as it does in production."""
     root_key = root_key or RootKey(os.urandom(32))
     database = Database.open(data_dir)
+    # Audit-only calls commit through the call log, as in `serve` (core/opening.py).
+    database.attach_call_log(SegmentLog(data_dir / CALL_LOG_DIRECTORY, root_key.call_log_key()))
     open_anchor(database, data_dir, root_key.head_anchor_key())
     return Services(
         database=database,

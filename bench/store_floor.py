@@ -37,6 +37,7 @@ from engram_memory.crypto.keys import RootKey
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.store.anchors import AnchorFile
 from engram_memory.store.database import Database
+from engram_memory.store.projection import Projection
 from engram_memory.store.transaction import Transaction
 from engram_memory.store.transaction import Transaction as TransactionClass
 from engram_memory.tools.dispatch import MemoryService
@@ -139,7 +140,12 @@ def _disk_and_policy_floor(services: Any, rounds: int) -> dict[str, list[float]]
 
 class StoreTimer:
     """Per tool: statements run and the time inside them, write transactions and the time of
-    their COMMIT (with the anchor write that follows it). Benchmark-only instrument."""
+    their COMMIT (with the anchor write that follows it). Benchmark-only instrument.
+
+    A projection of the call log (store/projection.py) is counted for the call that ran it
+    (a mutation's transaction projects the reads logged before it, in that transaction), and
+    its statements as that call's: what the log saves a read is paid there, and shown.
+    """
 
     def __init__(self, database: Database) -> None:
         self.tool = ""
@@ -147,6 +153,7 @@ class StoreTimer:
         self.statement_ms: dict[str, float] = defaultdict(float)
         self.transactions: dict[str, int] = defaultdict(int)
         self.commit_ms: dict[str, float] = defaultdict(float)
+        self.projections: dict[str, int] = defaultdict(int)
         self._originals = {name: getattr(TransactionClass, name) for name in _STATEMENT_METHODS}
         for name, original in self._originals.items():
             setattr(TransactionClass, name, self._timing(original))
@@ -162,6 +169,16 @@ class StoreTimer:
                 self.commit_ms[self.tool] += (time.perf_counter() - body_done) * 1000
 
         database.transaction = timed  # type: ignore[method-assign]
+        self._write_pending = Projection.write_pending
+        write_pending = self._write_pending
+
+        def projecting(projection: Projection, tx: Transaction) -> int | None:
+            position = write_pending(projection, tx)
+            if position is not None:
+                self.projections[self.tool] += 1
+            return position
+
+        Projection.write_pending = projecting  # type: ignore[method-assign]
 
     def _timing(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def timing(tx: Transaction, *args: Any, **kwargs: Any) -> Any:
@@ -177,6 +194,7 @@ class StoreTimer:
     def restore(self) -> None:
         for name, original in self._originals.items():
             setattr(TransactionClass, name, original)
+        Projection.write_pending = self._write_pending  # type: ignore[method-assign]
 
 
 def _per_tool(services: Any, rounds: int) -> tuple[dict[str, list[float]], StoreTimer]:
@@ -227,6 +245,7 @@ def main() -> int:
         per_call[tool] = {
             "statements": round(counter.statements[tool] / calls, 1),
             "write transactions": round(counter.transactions[tool] / calls, 2),
+            "call log projections": round(counter.projections[tool] / calls, 2),
             "mean ms": round(mean_ms, 1),
             "in statements ms": round(statement_ms, 1),
             "in COMMIT + anchor ms": round(commit_ms, 1),

@@ -25,6 +25,8 @@ from engram_memory.host.context import mint_invocation
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
+from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.database import Database
 from engram_memory.tools.dispatch import CallRequest, MemoryService
 
@@ -89,11 +91,16 @@ def engine() -> Iterator[EmbeddedWasmEngine]:
 @pytest.fixture
 def services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
     database = Database.open(tmp_path / "data")
+    root_key = RootKey(os.urandom(32))
+    # As the server does (core/opening.py): audit-only calls commit through the call log.
+    database.attach_call_log(
+        SegmentLog(tmp_path / "data" / CALL_LOG_DIRECTORY, root_key.call_log_key())
+    )
     yield Services(
         database=database,
         keys=KeyStore(tmp_path / "data" / KEYS_DIRECTORY),
         decider=PolicyDecider(engine, engine.identity, _clock),
-        root_key=RootKey(os.urandom(32)),
+        root_key=root_key,
         host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
         settings=ServiceSettings(host_memory_enabled=True),
         search_index=follow_store(database),

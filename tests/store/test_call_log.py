@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from engram_memory.contract.exceptions import StoreCorrupt
-from engram_memory.store.call_log import GENESIS_CHAIN, SegmentLog, chain_after
+from engram_memory.store.call_log import GENESIS_CHAIN, SegmentLog, _frame, chain_after
+from engram_memory.store.call_log_reader import records_after
 
 KEY = bytes(range(32))
 
@@ -159,6 +160,25 @@ def test_released_segments_are_shredded_but_never_the_one_being_written(tmp_path
     assert _open(tmp_path, segment_bytes=2048).durable_head().sequence == 30
 
 
+def test_a_release_interrupted_while_shredding_is_finished_at_the_next_open(
+    tmp_path: Path,
+) -> None:
+    log = _open(tmp_path, segment_bytes=2048)
+    for payload in _records(30):
+        log.append([payload])
+    first = log.segment_paths()[0]
+    log.close()
+    # The crash came after the rename and half way through the overwrite.
+    released = first.with_suffix(".released")
+    first.rename(released)
+    with released.open("r+b") as handle:
+        handle.write(b"\0" * 512)
+    again = _open(tmp_path, segment_bytes=2048)  # not taken for damage: it was released
+    assert not released.exists()
+    assert again.durable_head().sequence == 30
+    again.close()
+
+
 def test_segment_files_are_private(tmp_path: Path) -> None:
     log = _open(tmp_path / "log")
     log.append(_records(1))
@@ -166,3 +186,20 @@ def test_segment_files_are_private(tmp_path: Path) -> None:
     assert os.stat(segment).st_mode & 0o777 == 0o600
     assert os.stat(tmp_path / "log").st_mode & 0o777 == 0o700
     log.close()
+
+
+def test_records_read_without_the_key_stop_at_a_torn_tail_and_refuse_a_damaged_frame(
+    tmp_path: Path,
+) -> None:
+    log = _open(tmp_path)
+    log.append(_records(3))
+    (segment,) = log.segment_paths()
+    log.close()
+    with segment.open("ab") as handle:  # torn: a whole header, its payload cut short
+        handle.write(_frame(4, GENESIS_CHAIN, b"x" * 500)[:100])
+    assert [seq for seq, _ in records_after(tmp_path, 1)] == [2, 3]
+    with segment.open("r+b") as handle:  # inside the first frame's header, after the segment's
+        handle.seek(64 + 2)
+        handle.write(b"\xff")
+    with pytest.raises(StoreCorrupt):
+        list(records_after(tmp_path, 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import uuid
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from engram_memory.contract.exceptions import PolicyUnavailable, ProtocolRefusal
 from engram_memory.core.runtime import Services
 from engram_memory.policy.decider import ADMISSION_PATH, PolicyDecider
 from engram_memory.policy.engine import EngineAnswer
+from engram_memory.store import call_log
 from engram_memory.tools.dispatch import CallRequest
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, admit, capture, code, high_water, value
@@ -114,16 +116,26 @@ def test_failed_audit_write_fails_the_call_and_rolls_back_the_mutation(
         "engram_memory_capture", demo_capture_arguments("x", uuid.uuid4().hex * 2)
     )
     assert code(envelope) == "STORE_UNAVAILABLE"
+    # The table back, without projecting the refusal's entry (the call log holds it) first.
+    with services.database._direct_transaction() as tx:
+        tx.execute("ALTER TABLE audit_entries_gone RENAME TO audit_entries")
     assert high_water(services) == 0
 
 
-def test_failed_audit_write_withholds_a_read(alice: Caller, services: Services) -> None:
+def test_failed_audit_write_withholds_a_read(
+    alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
     record_id = accepted_record(alice)
-    with services.database.transaction() as tx:
-        tx.execute("ALTER TABLE audit_entries RENAME TO audit_entries_gone")
+
+    def disk_refuses(fd: int) -> None:
+        raise OSError(errno.EIO, "flush failed")
+
+    # A read's entry commits through the call log (issue 20): its flush fails.
+    monkeypatch.setattr(call_log.os, "fdatasync", disk_refuses)
     envelope = alice.call(
         "engram_memory_get", {"record_id": record_id, "purpose_ref": alice.purpose_ref}
     )
+    monkeypatch.undo()
     assert code(envelope) == "STORE_UNAVAILABLE"
     assert "output" not in envelope
 

@@ -1,6 +1,7 @@
 """Item 7: every call writes in exactly one transaction: a mutation's change, journal event,
 receipts, idempotency result, audit entry, spent confirmation and promised key destructions
-commit together; a read's audit entry commits in the group writer's one transaction."""
+commit together; a read's audit entry commits in one append to the call log (issue 20) and
+takes no write transaction; a refusal that spends a confirmation keeps its transaction."""
 
 from __future__ import annotations
 
@@ -62,14 +63,22 @@ def test_each_mutation_commits_in_one_write_transaction(
 
 
 def test_each_read_and_each_refusal_commits_only_its_audit_entry(
-    alice: Caller, counter: WriteCounter
+    alice: Caller, counter: WriteCounter, services: Services
 ) -> None:
     record_id = accepted_record(alice)
     purpose = alice.purpose_ref
+    log = services.database.call_log
+    assert log is not None
+
+    def appended(call: Any) -> tuple[int, int]:
+        """(write transactions, call log records) the call took."""
+        before = log.durable_head().sequence
+        return counter.of(call), log.durable_head().sequence - before
+
     get = {"record_id": record_id, "purpose_ref": purpose}
-    assert counter.of(lambda: value(alice.call("engram_memory_get", get))) == 1
+    assert appended(lambda: value(alice.call("engram_memory_get", get))) == (0, 1)
     search = {"query": "refund", "purpose_ref": purpose}
-    assert counter.of(lambda: value(alice.call("engram_memory_search", search))) == 1
+    assert appended(lambda: value(alice.call("engram_memory_search", search))) == (0, 1)
     absent = "mem_" + "a" * 52  # well formed, unknown: refused NOT_FOUND after the gate
     forgotten = {
         "record_id": absent,

@@ -38,6 +38,7 @@ from engram_memory.admin.audit_service import (
 from engram_memory.admin.channel import send_command
 from engram_memory.admin.commands import AdminCommand, execute
 from engram_memory.admin.maintenance import Operator
+from engram_memory.admin.verification import project_call_log
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import (
@@ -50,6 +51,7 @@ from engram_memory.contract.exceptions import (
     ToolError,
 )
 from engram_memory.crypto.checkpoint_key import PUBLIC_KEY_VARIABLE, CheckpointSigningKey
+from engram_memory.crypto.keys import RootKey
 from engram_memory.store.database import Database
 from engram_memory.store.export_verify import verify_series
 
@@ -172,13 +174,17 @@ def _run_as(
 
 
 def _open_stopped(data_dir: Path) -> Database:
-    """The store of a stopped service, read-only.
+    """The store of a stopped service, read-only (with ENGRAM_ROOT_KEY set, after its call
+    log's pending records were written into it: admin/verification.py `project_call_log`).
 
     Raises:
         ConfigurationError: a server holds it (name an operator to go through the server).
         StoreOpenFailed: it cannot be opened for another reason.
     """
     try:
+        root_key = os.environ.get("ENGRAM_ROOT_KEY")
+        if root_key:  # what the call log acknowledged and the file lacks is exported too
+            project_call_log(data_dir, RootKey.load(Path(root_key)).call_log_key())
         return Database.open(data_dir, read_only=True)
     except StoreOpenFailed as exc:
         if exc.failure is OpenFailure.HELD:

@@ -59,6 +59,7 @@ from engram_memory.policy.decider import PolicyDecider
 from engram_memory.store import inventory
 from engram_memory.store.anchors import anchor_afresh
 from engram_memory.store.database import Database
+from engram_memory.store.projection import reset_position
 from engram_memory.store.schema import SCHEMA_VERSION
 
 _MAX_MANIFEST = 1 << 26
@@ -261,6 +262,8 @@ def _audit_restore(
         ctx = operator_context(services, who, "restore")
         detail = f"backup_created_at={manifest['created_at']} restored"
         with database.transaction() as tx:
+            # The restored file starts a new call log: the one beside it is not its own.
+            reset_position(tx)
             steps.write_audit(tx, ctx, audit.facts("ok", detail))
         anchor_afresh(database, staging, request.root.head_anchor_key())
         database.checkpoint()

@@ -109,7 +109,12 @@ def _verify_command(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir)
     try:
-        verified = verify_store(data_dir, _anchor_for(data_dir, args.root_key))
+        root = _root_key(args.root_key)
+        verified = verify_store(
+            data_dir,
+            _anchor_for(data_dir, args.root_key),
+            None if root is None else root.call_log_key(),
+        )
     except (JournalCorrupt, AuditChainBroken) as exc:
         print(f"FAILED: {type(exc).__name__}: {exc}")
         return EXIT_CHAIN_BROKEN

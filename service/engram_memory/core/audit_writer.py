@@ -9,6 +9,11 @@ every caller of that batch fails (fail closed) and none of their entries exists.
 
 Entries made without a call (the host stream, refusal summaries: core/refusal_stream.py)
 join the same batches through `write_records`.
+
+With the store's call log attached, a batch commits by one append to the log (durable and
+anchored before anyone is released) and DuckDB follows later (store/projection.py): a read
+takes no write transaction. A batch holding an entry that spends a confirmation keeps the
+transaction, which must see that the confirmation is still unused.
 """
 
 from __future__ import annotations
@@ -105,6 +110,9 @@ class AuditGroupWriter:
             successor.done.set()
 
     def _commit(self, batch: list[_Entry]) -> list[AuditFacts] | None:
+        calls = [entry.call for entry in batch if entry.call is not None]
+        if self._database.logs_calls and all(f.confirmation is None for _, f in calls):
+            return self._append(batch, calls)
         try:
             with self._database.transaction() as tx:
                 written = steps.write_audits(
@@ -123,3 +131,26 @@ class AuditGroupWriter:
             log.error("audit write failed entries=%d", len(batch))
             return None
         return written
+
+    def _append(
+        self, batch: list[_Entry], calls: list[tuple[CallContext, AuditFacts]]
+    ) -> list[AuditFacts] | None:
+        """Commit an audit-only batch through the call log (see the module docstring)."""
+        prunes = [e.prune_before_ms for e in batch if e.prune_before_ms is not None]
+        try:
+            self._database.append_logged(
+                [
+                    *(steps.audit_record(ctx, facts) for ctx, facts in calls),
+                    *(record for entry in batch for record in entry.records),
+                ],
+                [claim for entry in batch for claim in entry.claims],
+                min(prunes) if prunes else None,
+            )
+        except Exception as exc:  # noqa: BLE001 - every waiting caller must be released
+            if not isinstance(exc, StoreUnavailable):
+                log.error("unexpected %s in the audit group commit", type(exc).__name__)
+            log.error("audit write failed entries=%d", len(batch))
+            return None
+        for ctx, _ in calls:
+            ctx.services.settings.failpoints.kill_after_log_append(ctx.tool)
+        return [facts for _, facts in calls]

@@ -19,6 +19,8 @@
   `kill_during_destruction:<tool>` after the first of the call's promised key destructions
   is carried out and before the rest and the clearing of the promises (admission, withdraw,
   forget). The fired line is logged (and flushed) before the process dies.
+  `kill_after_log_append:<tool>` (any tool, reads included) once a call's audit entry is
+  durable in the call log and anchored, before it is answered (core/audit_writer.py).
 
 A graceful stop releases every pause instead (`release_paused`: the call goes on to commit),
 to prove that a stop lets a call in flight finish (stopping.py).
@@ -43,7 +45,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from engram_memory.contract.exceptions import ConfigurationError
-from engram_memory.contract.types import MUTATING_TOOLS
+from engram_memory.contract.types import MUTATING_TOOLS, READ_TOOLS
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
@@ -52,9 +54,18 @@ KILL_AFTER_KEY_WRITE = "kill_after_key_write"
 KILL_AFTER_STAGING = "kill_after_staging"
 KILL_AFTER_COMMIT = "kill_after_commit"
 KILL_DURING_DESTRUCTION = "kill_during_destruction"
+KILL_AFTER_LOG_APPEND = "kill_after_log_append"
 KILL_POINTS = frozenset(
-    {KILL_AFTER_KEY_WRITE, KILL_AFTER_STAGING, KILL_AFTER_COMMIT, KILL_DURING_DESTRUCTION}
+    {
+        KILL_AFTER_KEY_WRITE,
+        KILL_AFTER_STAGING,
+        KILL_AFTER_COMMIT,
+        KILL_DURING_DESTRUCTION,
+        KILL_AFTER_LOG_APPEND,
+    }
 )
+# Armed for any tool: reads commit through the call log too.
+_ANY_TOOL = frozenset({KILL_AFTER_LOG_APPEND})
 FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT}) | KILL_POINTS
 PAUSE_LIMIT_S = 30.0
 
@@ -103,8 +114,8 @@ class UnsafeFailpoints:
         """
         if name not in FAILPOINTS:
             raise ConfigurationError(f"{ENV_VAR}: unknown failpoint {name!r}")
-        if tool not in MUTATING_TOOLS:
-            raise ConfigurationError(f"{name}: {tool!r} is not a mutating tool")
+        if tool not in (READ_TOOLS | MUTATING_TOOLS if name in _ANY_TOOL else MUTATING_TOOLS):
+            raise ConfigurationError(f"{name}: {tool!r} is not a tool it can be armed for")
         with self._lock:
             self._armed[(name, tool)] += 1
         message = f"UNSAFE failpoint armed: {name}:{tool} (test-only)"
@@ -164,6 +175,11 @@ class UnsafeFailpoints:
         """If armed for `tool`, SIGKILL this process (one promised key destroyed, the rest
         and the promises themselves not yet)."""
         self._kill_if_armed(KILL_DURING_DESTRUCTION, tool)
+
+    def kill_after_log_append(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (the call's audit entry is durable in
+        the call log, the call not answered)."""
+        self._kill_if_armed(KILL_AFTER_LOG_APPEND, tool)
 
     def _kill_if_armed(self, name: str, tool: str) -> None:
         if not self._fire(name, tool):

@@ -63,7 +63,7 @@ def fresh_key(ctx: CallContext, item_id: str) -> Iterator[FreshKey]:
         if path.exists():
             # No call of this process holds it (the claim is ours): either a committed row
             # owns it, and must keep it, or a crashed or failed attempt left it.
-            with services.database.reading() as tx:
+            with services.database.reading(audit_complete=False) as tx:
                 owned = key_intents.has_row(tx, ctx.scope_ref, item_id)
             if owned:
                 raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "item committed meanwhile")
@@ -165,6 +165,6 @@ def keys_of_record(ctx: CallContext, record_id: str) -> list[str]:
     Raises:
         StoreUnavailable: the store cannot be read.
     """
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)
     return [*([] if source is None else [source[0]]), record_id]

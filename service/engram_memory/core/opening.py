@@ -36,6 +36,8 @@ from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.fleet import open_policy
 from engram_memory.store.anchors import open_anchor
+from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
+from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.database import Database
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.side_writes import sweep_orphan_index
@@ -74,9 +76,12 @@ def open_store(
     except StoreUnavailable as exc:
         raise ConfigurationError(f"store in {where} cannot be opened") from exc
     try:
+        # The calls acknowledged through the log but not yet in the file: the anchor
+        # comparison sees them where they are; the first transaction writes them.
+        _attach_call_log(database, config, root_key)
         # One sequential read of every row: a damaged block is found now, not by a later
         # call that would then fail (store/integrity.py).
-        with database.transaction() as tx:
+        with database.reading(audit_complete=False) as tx:
             read_every_row(tx)
         open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
         # Only a store that will be served is changed: index rows an admission staged but
@@ -98,6 +103,31 @@ def open_store(
         database.close(checkpoint=False)
         raise
     return database
+
+
+def _attach_call_log(database: Database, config: ServiceConfig, root_key: RootKey) -> None:
+    """Open the call log and replay into the store what it holds beyond the projection.
+
+    Raises:
+        StoreDamaged: a record fails its check, or the log lacks records the store
+            projected or expects (removed, or an older copy put back).
+        ConfigurationError: the log cannot be read or created.
+    """
+    where = config.data_dir / CALL_LOG_DIRECTORY
+    try:
+        call_log = SegmentLog(where, root_key.call_log_key())
+    except StoreCorrupt as exc:
+        raise StoreDamaged(f"call log in {where} is damaged ({exc})") from exc
+    except StoreUnavailable as exc:
+        raise ConfigurationError(f"call log in {where} cannot be opened") from exc
+    try:
+        database.attach_call_log(call_log, project=False)  # written once the anchor agrees
+    except StoreCorrupt as exc:
+        call_log.close()
+        raise StoreDamaged(f"call log in {where} does not match the store ({exc})") from exc
+    except BaseException:
+        call_log.close()
+        raise
 
 
 @contextmanager

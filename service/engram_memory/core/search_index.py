@@ -145,7 +145,7 @@ def follow_store(database: Database) -> SearchIndex:
     while True:
         sequence = database.index_commits.stable_sequence(STABLE_WAIT_S)
         database.index_commits.follow(index)
-        with database.reading() as tx:
+        with database.reading(audit_complete=False) as tx:
             index.load(tx)
         if sequence is not None and database.index_commits.sequence() == sequence:
             break

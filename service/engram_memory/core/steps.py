@@ -99,7 +99,7 @@ def pass_confirmation_gate(
         )
     except TokenInvalid as exc:
         raise ToolError(ErrorCode.gate_failed, f"confirmation refused: {exc}") from exc
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         if memory.confirmation_used(tx, verified.jti):
             raise ToolError(ErrorCode.gate_failed, "confirmation already used")
         evidence = ApprovalEvidence(
@@ -200,7 +200,7 @@ def replay_after_race(ctx: CallContext, key: MutationKey, error: ToolError) -> d
     """
     if error.code is not ErrorCode.MUTATION_OUTCOME_UNKNOWN:
         raise error
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         replay = stored_result(tx, ctx, key)
     if replay is None:
         raise error
@@ -327,12 +327,13 @@ def write_audits(
                 memory.consume_confirmation(tx, spend.jti, ctx.scope_ref, ctx.tool, ctx.now_ms)
                 spent.add(spend.jti)
         written.append(facts)
-    records = [_audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
+    records = [audit_record(ctx, facts) for (ctx, _), facts in zip(entries, written, strict=True)]
     audit.append_all(tx, [*records, *extra])
     return written
 
 
-def _audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
+def audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
+    """A call's audit entry, as `write_audits` and the call log (core/audit_writer.py) write it."""
     # The revision the call's decisions bound (all one: PolicyDecider.one_revision_per_call);
     # a group commit may write this entry on another call's thread, after a rollout.
     decided = next((d.receipt for d in facts.decisions), None)

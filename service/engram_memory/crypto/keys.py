@@ -135,6 +135,11 @@ class RootKey:
         root rotation does not make an existing anchor unverifiable."""
         return _hkdf(self.stable_index_root, b"engram-memory/head-anchor/v1\0")
 
+    def call_log_key(self) -> bytes:
+        """Chains the call log's records (store/call_log.py). From the stable index root, like
+        the head anchor's, so a root rotation leaves an existing log verifiable."""
+        return _hkdf(self.stable_index_root, b"engram-memory/call-log/v1\0")
+
     def archive_key(self, key_id: bytes, salt: bytes) -> bytes:
         """The key of one backup archive (its own label, a per-archive salt).
 

@@ -28,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,13 +188,21 @@ class AnchorFile:
         self._next_slot = 1 - self._next_slot
 
 
-def compare(tx: Transaction, anchored: ChainHeads, actual: ChainHeads) -> list[str]:
+def compare(
+    tx: Transaction,
+    anchored: ChainHeads,
+    actual: ChainHeads,
+    pending: Callable[[int], str | None] = lambda _sequence: None,
+) -> list[str]:
     """Where the store lacks what the anchor recorded: [] when every anchored position exists
-    with the anchored hash."""
+    with the anchored hash (`pending`: the hash of an audit entry the call log holds and the
+    file does not yet)."""
     problems = []
     sequence, entry_hash = anchored.audit
     if sequence:
         row = tx.fetchone(_Q["audit_hash_at"], [sequence])
+        if row is None and (logged := pending(sequence)) is not None:
+            row = (logged,)
         if row is None:
             problems.append(f"audit trail ends at entry {actual.audit[0]}, anchored {sequence}")
         elif row[0] != entry_hash:
@@ -212,8 +221,15 @@ def compare(tx: Transaction, anchored: ChainHeads, actual: ChainHeads) -> list[s
     return problems
 
 
-def find_loss(database: Database, file: AnchorFile) -> Loss | None:
+def find_loss(
+    database: Database,
+    file: AnchorFile,
+    logged: Callable[[int], str | None] | None = None,
+) -> Loss | None:
     """Compare the store with its anchor; None when nothing acknowledged is missing.
+
+    `logged`: the hash of an audit entry the call log holds and the file not yet (the
+    store's own pending records when not given).
 
     Raises:
         StoreCorrupt / StoreUnavailable: the store could not be read.
@@ -223,13 +239,15 @@ def find_loss(database: Database, file: AnchorFile) -> Loss | None:
         anchored = file.read()
     except AnchorInvalid as exc:
         return Loss(None, actual, (f"anchor {file.where} is not usable: {exc}",))
-    with database.transaction() as tx:
+    # A read: a start that is refused leaves the file as it was (the call log's pending
+    # records are compared where they are).
+    with database.reading(audit_complete=False) as tx:
         if anchored is None:
             marked = tx.fetchone(_Q["marker"])
             if marked is None or not marked[0]:
                 return None
             return Loss(None, actual, (f"anchor {file.where} is missing",))
-        problems = compare(tx, anchored, actual)
+        problems = compare(tx, anchored, actual, logged or database.pending_audit_hash)
     return Loss(anchored, actual, tuple(problems)) if problems else None
 
 

@@ -24,6 +24,7 @@ from engram_memory.contract.digests import ZERO_DIGEST, digest
 from engram_memory.contract.exceptions import AuditChainBroken
 from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
 from engram_memory.store.connection import load_queries
+from engram_memory.store.heads import Head
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "audit.sql")
@@ -133,29 +134,102 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
     Raises:
         StoreUnavailable: the write failed; the caller must fail every call of `records`.
     """
-    sequence, previous = tx.audit_head()  # the writer's head cache, not a query
-    rows: list[list[object]] = []
-    hashes: list[str] = []
+    batch = prepare(records, tx.audit_head())  # the writer's head cache, not a query
+    batch.insert(tx)
+    if batch.rows:
+        tx.moved_audit_head(batch.head)
+    return batch.hashes()
+
+
+@dataclass
+class AuditBatch:
+    """Entries computed and chained, not yet written: each row is the table's columns in
+    `insert` order (JSON values only, so the call log can carry a batch as it is); `head` is
+    the (sequence, entry hash) after the last row. Batches of consecutive entries merge."""
+
+    head: Head
+    rows: list[list[Any]] = field(default_factory=list)
+    # (sequence, the five confirmation columns) of entries that spent a confirmation.
+    approvals: list[list[Any]] = field(default_factory=list)
+    # One list per receipt column, in `insert_receipts` order.
+    receipts: list[list[Any]] = field(default_factory=lambda: [[] for _ in range(13)])
+    claims: list[list[Any]] = field(default_factory=list)  # (audit id, kept-until ms)
+
+    def hashes(self) -> list[str]:
+        return [str(row[16]) for row in self.rows]
+
+    def extend(self, later: AuditBatch) -> None:
+        """Append a batch prepared after this one (its entries follow these)."""
+        self.head = later.head if later.rows else self.head
+        self.rows.extend(later.rows)
+        self.approvals.extend(later.approvals)
+        for column, values in zip(self.receipts, later.receipts, strict=True):
+            column.extend(values)
+        self.claims.extend(later.claims)
+
+    def insert(self, tx: Transaction, *, claims_sql: str | None = None) -> None:
+        """Write the entries, receipts, approvals and claims with at most four statements
+        (`claims_sql`: the projection's tolerant form of the claim, store/projection.py).
+
+        Raises:
+            StoreUnavailable: a statement failed.
+        """
+        if len(self.rows) == 1:
+            tx.execute(_Q["insert_one"], self.rows[0])
+        elif self.rows:  # column-wise lists, unnested row-wise by the statement
+            tx.execute(_Q["insert"], [list(column) for column in zip(*self.rows, strict=True)])
+        for approval in self.approvals:
+            tx.execute(_Q["set_approval"], [*approval[1:], approval[0]])
+        if self.receipts[0]:
+            tx.execute(_Q["insert_receipts"], self.receipts)
+        if self.claims:
+            tx.execute(
+                claims_sql or _Q["claim_audit_ids"],
+                [[c[0] for c in self.claims], [c[1] for c in self.claims]],
+            )
+
+
+def prepare(records: Sequence[AuditRecord], head: Head) -> AuditBatch:
+    """Compute the entries of `records` following `head`, chained exactly as `verify`
+    re-derives them, without writing anything."""
+    sequence, previous = head
+    batch = AuditBatch(head)
     for record in records:
         sequence += 1
         entry = _entry(record, sequence, previous)
         previous = _entry_hash(entry)
-        values: list[object] = [entry[c] for c in _COLUMNS]
+        values: list[Any] = [entry[c] for c in _COLUMNS]
         values[9] = json.dumps(entry["target_ids"])
         values[10] = json.dumps(entry["receipt_digests"])
-        rows.append([*values, previous, *_stream_values(record)])
-        hashes.append(previous)
-    if not rows:
-        return hashes
-    if len(rows) == 1:
-        tx.execute(_Q["insert_one"], rows[0])
-    else:  # column-wise lists, unnested row-wise by the statement
-        tx.execute(_Q["insert"], [list(column) for column in zip(*rows, strict=True)])
-    tx.moved_audit_head((sequence, previous))
-    _record_approvals(tx, records, sequence - len(records) + 1)
-    _insert_receipts(tx, records)
-    _claim_audit_ids(tx, records)
-    return hashes
+        batch.rows.append([*values, previous, *_stream_values(record)])
+        fields = _approval_fields(record.approval)
+        if fields:
+            batch.approvals.append([sequence, *fields.values()])
+        for receipt in record.receipts:
+            for column, value in zip(batch.receipts, _receipt_values(record, receipt), strict=True):
+                column.append(value)
+        if record.audit_id_kept_until_ms is not None:
+            batch.claims.append([record.audit_id, record.audit_id_kept_until_ms])
+    batch.head = (sequence, previous)
+    return batch
+
+
+def _receipt_values(record: AuditRecord, r: DecisionReceipt) -> list[Any]:
+    return [
+        r.decision_id,
+        record.audit_id,
+        record.scope_ref,
+        r.policy_path,
+        r.input_digest,
+        r.result_digest,
+        r.bundle_revision,
+        r.bundle_digest,
+        r.engine_id,
+        r.engine_version,
+        json.dumps(list(r.reasons)),
+        r.decided_at_ms,
+        r.receipt_digest,
+    ]
 
 
 def _stream_values(record: AuditRecord) -> list[object]:
@@ -170,17 +244,6 @@ def _stream_fields(record: AuditRecord) -> dict[str, JsonValue]:
         if value != default:
             fields[column] = value
     return fields
-
-
-def _claim_audit_ids(tx: Transaction, records: Sequence[AuditRecord]) -> None:
-    claim_audit_ids(
-        tx,
-        [
-            (r.audit_id, r.audit_id_kept_until_ms)
-            for r in records
-            if r.audit_id_kept_until_ms is not None
-        ],
-    )
 
 
 def claim_audit_ids(tx: Transaction, claims: Sequence[tuple[str, int]]) -> None:
@@ -266,16 +329,6 @@ def _approval_fields(approval: ApprovalEvidence | None) -> dict[str, JsonValue]:
     return dict(zip(_APPROVAL_COLUMNS, values, strict=True))
 
 
-def _record_approvals(tx: Transaction, records: Sequence[AuditRecord], first: int) -> None:
-    """Fill the confirmation columns of the entries just appended from `first` on. A separate
-    statement: only confirmed (destructive) calls carry them, and it keeps the insert of
-    every other entry as it was."""
-    for offset, record in enumerate(records):
-        fields = _approval_fields(record.approval)
-        if fields:
-            tx.execute(_Q["set_approval"], [*fields.values(), first + offset])
-
-
 def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
     """The confirmation columns that are set, of every entry with any, by sequence (each
     column joins the hashed entry only when set: a half-erased approval does not verify)."""
@@ -287,31 +340,6 @@ def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
         }
         for row in tx.fetchall(_Q["scan_approvals"])
     }
-
-
-def _insert_receipts(tx: Transaction, records: Sequence[AuditRecord]) -> None:
-    owned = [(record, receipt) for record in records for receipt in record.receipts]
-    if not owned:
-        return
-    receipts = [receipt for _, receipt in owned]
-    tx.execute(
-        _Q["insert_receipts"],
-        [
-            [r.decision_id for r in receipts],
-            [record.audit_id for record, _ in owned],
-            [record.scope_ref for record, _ in owned],
-            [r.policy_path for r in receipts],
-            [r.input_digest for r in receipts],
-            [r.result_digest for r in receipts],
-            [r.bundle_revision for r in receipts],
-            [r.bundle_digest for r in receipts],
-            [r.engine_id for r in receipts],
-            [r.engine_version for r in receipts],
-            [json.dumps(list(r.reasons)) for r in receipts],
-            [r.decided_at_ms for r in receipts],
-            [r.receipt_digest for r in receipts],
-        ],
-    )
 
 
 def verify(tx: Transaction) -> tuple[int, int]:
@@ -359,6 +387,17 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"entry {expected} names a receipt that is not stored")
         previous, expected = str(row[16]), expected + 1
     return expected - 1, receipts
+
+
+def prepared_row_hash(row: Sequence[Any], approval: Sequence[Any] = ()) -> str:
+    """The `entry_hash` a row of an `AuditBatch` (and the confirmation columns of its entry,
+    if any) re-derives to: a call log record's entry checked without the store."""
+    columns: dict[str, Any] = dict(zip(_COLUMNS, row[:16], strict=True))
+    columns["target_ids_json"] = columns.pop("target_ids")
+    columns["receipt_digests_json"] = columns.pop("receipt_digests")
+    columns.update(zip(_STREAM_COLUMNS, row[17:], strict=True))
+    columns.update(zip(_APPROVAL_COLUMNS, approval[1:], strict=True))
+    return entry_hash_of_columns(columns)
 
 
 def entry_hash_of_columns(row: Mapping[str, Any]) -> str:

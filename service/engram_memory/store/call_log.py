@@ -47,10 +47,12 @@ from engram_memory.contract.exceptions import StoreCorrupt, StoreUnavailable
 
 log = logging.getLogger("engram_memory.store")
 
+DIRECTORY = "calllog"  # <data>/calllog/, beside the store file
 _MAGIC = b"engram-calllog-1"
 _SEGMENT_HEADER = struct.Struct(">16sQ32sI4x")  # magic, first sequence, chain before, crc32
 _FRAME_HEADER = struct.Struct(">IQ32sI")  # length, sequence, chain, crc32 of the three
 _SUFFIX = ".seg"
+_RELEASED = ".released"  # a projected segment on its way out (`release_through`)
 GENESIS_CHAIN = bytes(32)
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # one call's record; larger is a programming error
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
@@ -149,6 +151,8 @@ class SegmentLog:
     # -- recovery ------------------------------------------------------------------------
 
     def _recover(self) -> tuple[list[_Segment], bytes]:
+        for leftover in self._dir.glob(f"*{_RELEASED}"):  # a release a crash interrupted
+            shred(leftover)
         paths = sorted(p for p in self._dir.iterdir() if p.suffix == _SUFFIX)
         if not paths:
             return [self._new_segment(1, GENESIS_CHAIN)], GENESIS_CHAIN
@@ -356,7 +360,16 @@ class SegmentLog:
             done = [s for s in self._segments[:-1] if s.last <= sequence]
             self._segments = [s for s in self._segments if s not in done]
         for segment in done:
-            if not shred(segment.path):
+            # Renamed first, in one step: a crash while shredding leaves a file the next
+            # start shreds again, never a segment it would take for damage.
+            released = segment.path.with_suffix(_RELEASED)
+            try:
+                segment.path.rename(released)
+                fsync_directory(self._dir)
+            except OSError:
+                log.error("call log: segment %s could not be released", segment.path.name)
+                continue
+            if not shred(released):
                 log.error("call log: segment %s could not be removed", segment.path.name)
 
     def first_available(self) -> int:
@@ -370,7 +383,10 @@ class SegmentLog:
             return [s.path for s in self._segments]
 
     def close(self) -> None:
+        """Idempotent: a store closed twice closes its log once."""
         with self._lock:
             while self._leader:
                 self._flushed.wait()
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1

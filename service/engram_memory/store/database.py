@@ -11,6 +11,11 @@ name), so nothing is ever committed onto it.
 The writer also keeps the chain heads (store/heads.py) in memory and, after each COMMIT that
 moved them, lets the head anchor (store/anchors.py) record them outside the file before the
 transaction returns, so every acknowledged write is covered.
+
+With a call log attached (`attach_call_log`), calls whose only write is their audit entry
+commit by appending to the log instead (`append_logged`); DuckDB follows in batches
+(store/projection.py). Every writing transaction, and every reader that must see the whole
+audit trail, projects what is pending first, so the chain order in the file is the log's.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from engram_memory.store.driver_errors import (
 )
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.index_changes import IndexCommits
+from engram_memory.store.logged_calls import CallLogWriting
+from engram_memory.store.projection import Projection
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import apply_migrations, check_version
@@ -52,7 +59,7 @@ log = logging.getLogger("engram_memory.store")
 _HEADS = load_queries("engram_memory.store.sql", "heads.sql")
 
 
-class Database:
+class Database(CallLogWriting):
     """The single DuckDB connection of this process."""
 
     def __init__(
@@ -75,6 +82,7 @@ class Database:
         self.deferred = DeferredWork()
         # Hands committed index changes to the search index (store/index_changes.py).
         self.index_commits = IndexCommits()
+        self._projection: Projection | None = None
 
     @property
     def damaged(self) -> bool:
@@ -119,7 +127,7 @@ class Database:
         return StoreUnavailable(what)
 
     def _load_heads(self) -> ChainHeads:
-        with self.transaction() as tx:
+        with self._direct_transaction() as tx:
             audit = tx.fetchone(_HEADS["audit_head"])
             journal = tx.fetchall(_HEADS["journal_heads"])
         return ChainHeads(
@@ -173,6 +181,7 @@ class Database:
         """
         if checkpoint and not self._damaged:
             with suppress(StoreUnavailable):  # what stays queued, the next start redoes
+                self.project()
                 self.settle_deferred()
         with self._lock, self._readers.exclusive(), suppress(duckdb.Error):
             if not checkpoint or self._damaged:
@@ -183,6 +192,8 @@ class Database:
                 except duckdb.Error:
                     log.warning("store: checkpoint at close failed; the next start replays the WAL")
             self._connection.close()
+            if self._projection is not None:
+                self._projection.log.close()
 
     def settle_deferred(self) -> None:
         """Run the queued tidying now, in a transaction of its own (at close, in tests).
@@ -195,11 +206,11 @@ class Database:
                 tx.start_writing()
 
     def _migrate(self) -> None:
-        with self.transaction() as tx:
+        with self._direct_transaction() as tx:
             apply_migrations(tx)
 
     def _check_version(self) -> None:
-        with self.transaction() as tx:
+        with self._direct_transaction() as tx:
             check_version(tx)
 
     @contextmanager
@@ -219,6 +230,26 @@ class Database:
                 not be advanced after it (the caller decides whether the outcome of a
                 mutation is unknown).
         """
+        with self._lock:
+            # The log's pending records go first, in this same transaction (one COMMIT for
+            # both): the chains stay in order, and a rollback keeps them pending.
+            projection, position = self._projection, None
+            try:
+                with self._direct_transaction() as tx:
+                    if projection is not None and projection.pending():
+                        position = projection.write_pending(tx)
+                        tx.wrote = False  # not a write of the caller's call (see below)
+                    yield tx
+            except CommitOutcomeUnknown:
+                if projection is not None and position is not None:
+                    projection.outcome_unknown()
+                raise
+            if projection is not None and position is not None:
+                projection.committed(position)
+
+    @contextmanager
+    def _direct_transaction(self) -> Iterator[Transaction]:
+        """`transaction` without projecting first (the projection's own, and the open)."""
         with self._lock:
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
@@ -267,8 +298,12 @@ class Database:
             self._anchor.cover(generation)
 
     @contextmanager
-    def reading(self) -> Iterator[Transaction]:
+    def reading(self, *, audit_complete: bool = True) -> Iterator[Transaction]:
         """One read-only snapshot on a cursor of its own; never waits for the writer lock.
+
+        With `audit_complete` (the default) the call log's pending records are projected
+        first, so the snapshot holds every acknowledged audit entry; the hot path's readers,
+        which never read the audit tables, pass False and take no write transaction.
 
         DuckDB's MVCC gives the snapshot a consistent view of what was committed when it
         began, so a read sees every write of a committed call or none of it. The heads are
@@ -278,6 +313,8 @@ class Database:
             StoreCorrupt: the file is damaged (now or earlier).
             StoreUnavailable: the snapshot could not begin or a query failed.
         """
+        if audit_complete:
+            self.project()
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()
@@ -328,6 +365,7 @@ class Database:
             StoreUnavailable: the snapshot or its copy failed (`target` is the caller's to
                 shred).
         """
+        self.project()  # the copy holds every acknowledged call
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()  # before the snapshot begins: never more than it holds
@@ -354,6 +392,7 @@ class Database:
             StoreUnavailable: the copy or the swap failed (the old file still serves).
         """
         with self._lock, self._readers.exclusive():
+            self._project_locked()
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
             return compact_store(
@@ -370,6 +409,7 @@ class Database:
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
         with self._lock:
+            self._project_locked()
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
             try:

@@ -161,7 +161,7 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     audit.targets(candidate_id)
     mutation, _ = steps.guard_mutation(ctx, audit, parsed, confirmation, target=candidate_id)
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)

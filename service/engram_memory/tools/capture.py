@@ -155,7 +155,7 @@ def capture(
     mutation, authz = guard(ctx, audit, parsed, confirmation)
     # SPEC §1.8: idempotency before the operation's own decisions, so a replay decides
     # nothing new; read on a snapshot, outside the writer's lock.
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         replay = steps.stored_result(tx, ctx, mutation)
         mutation = mutation.absent_in(tx)
     if replay is not None:

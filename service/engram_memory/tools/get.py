@@ -22,7 +22,7 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
     record_id = str(args["record_id"])
     audit.targets(record_id)
     authz = steps.authorize(ctx, audit)
-    with ctx.services.database.reading() as tx:
+    with ctx.services.database.reading(audit_complete=False) as tx:
         as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
         record = reading.revalidated_record(tx, ctx, record_id, as_of)
     if record is None:

@@ -83,7 +83,7 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     database = ctx.services.database
     index = ctx.services.search_index
     sequence = None if index is None else database.index_commits.stable_sequence(STABLE_WAIT_S)
-    with database.reading() as tx:
+    with database.reading(audit_complete=False) as tx:
         as_of, pinned, head_hash = _pinned(ctx, tx, args.get("page_cursor"), binding)
         ranked = ranked_list(tx, ctx, terms, as_of, sequence)
         # Ranking read E of this very snapshot, so revalidating the ranked list (SPEC §10.3)
