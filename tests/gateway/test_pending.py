@@ -79,7 +79,7 @@ async def test_a_client_without_elicitation_gets_gate_failed_and_the_log_names_t
     assert pending is not None
     params = types.CallToolRequestParams(name="engram_memory_forget", arguments=arguments)
     with caplog.at_level("WARNING", logger="engram_memory.gateway"):
-        result = await gateway._confirm(_NoElicitation(), params, pending)  # type: ignore[arg-type]
+        result = await gateway._confirm(_NoElicitation(), params, pending, "purpose:support-case")  # type: ignore[arg-type]
     assert isinstance(result, types.CallToolResult)
     assert result.structured_content is not None
     assert result.structured_content["error"]["code"] == "gate_failed"
