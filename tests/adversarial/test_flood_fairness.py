@@ -45,8 +45,18 @@ LIMITS = {
 CALLS_PER_SESSION = 20
 FRESH_SESSIONS = 5
 MIN_SUCCESS = 0.95
-# The flood must really have pressed on the caps for the result to mean anything.
-MIN_FLOOD_ATTEMPTS = 50
+# The flood must really have pressed on the cap it aims at (each of its places taken
+# several times over) for the result to mean anything.
+MIN_FLOOD_ATTEMPTS = {
+    "sessions": 4 * int(LIMITS["ENGRAM_HTTP_MAX_SESSIONS_PER_PEER"]),
+    "slowloris": 4 * int(LIMITS["ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER"]),
+}
+# The slow-loris flood is paced at this many connections a second (the policy is what is
+# tested here, far past the caps: 8 times the address's places each second). A flood faster
+# than the server can accept connections is not a matter of policy: the kernel's accept
+# queue is first come, first served, and a host's connection waits behind the flood's
+# (docs/security/flood-fairness.md says what to put in front of the server for that).
+SLOWLORIS_PER_SECOND = 200
 # Descriptors the server may hold beyond its connection cap: the store, logs, the
 # event loop's own, the SDK's session streams (pipes, not sockets).
 FD_MARGIN = 64
@@ -119,7 +129,7 @@ def _slowloris(port: int) -> Callable[[threading.Event], bool]:
         held.append(sock)
         if len(held) > 200:
             held.pop(0).close()
-        if stop.is_set():
+        if stop.wait(1 / SLOWLORIS_PER_SECOND):  # pacing a load generator, not a wait on state
             for each in held:
                 each.close()
         return True
@@ -184,7 +194,7 @@ def test_a_host_is_served_during_a_flood_from_its_own_address(
             answered, attempted = anyio.run(_host_calls, url, signer, mode)
             fds_during, rss_during = _fds(process.pid), _rss_mib(process.pid)
         assert process.poll() is None
-    assert flood.attempts >= MIN_FLOOD_ATTEMPTS
+    assert flood.attempts >= MIN_FLOOD_ATTEMPTS[flood_kind]
     assert answered >= MIN_SUCCESS * attempted, (answered, attempted, flood.attempts)
     assert fds_during <= fds_before + int(LIMITS["ENGRAM_HTTP_MAX_CONNECTIONS"]) + FD_MARGIN
     assert rss_during - rss_before <= RSS_GROWTH_MIB

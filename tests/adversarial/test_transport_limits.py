@@ -209,6 +209,10 @@ def test_an_initialize_flood_ends_its_own_oldest_sessions_and_is_refused_only_wh
         # A host of the sessionless protocol era is served whatever the session count.
         _legitimate_host_is_served(url, signer)
     entries = host_entries(_data_dir(tmp_path, url))
+    # The five pings of ended sessions were refused by the SDK (unknown session), audited.
+    pings = [e for e in entries if e["reason"] == "invalid_request"]
+    assert [(e["peer"], e["occurrences"]) for e in pings] == [("127.0.0.1", 1)] * 5
+    entries = [e for e in entries if e["reason"] != "invalid_request"]
     assert [(e["reason"], e["peer"]) for e in entries] == [
         ("session_limit", peer)
         for peer in ["127.0.0.2"] * 8
@@ -231,17 +235,19 @@ def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_unt
         "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "1",
         "ENGRAM_HTTP_SESSION_IDLE_MINUTES": "0.1",  # 6 s
         "ENGRAM_HTTP_MAX_SESSIONS_PER_PEER": "1",
+        "ENGRAM_HTTP_MAX_SESSIONS": "1",
     }
     with _server(tmp_path, secrets, **limits) as (url, _):
-        unbound = _open(url, peer="127.0.0.2").headers["mcp-session-id"]
-        assert _open(url, peer="127.0.0.2").status_code == 503  # the peer's place is taken
-        # A request without a context does not keep it: it ends within seconds.
-        assert _wait_for(lambda: _ping(url, unbound) == 404, within_s=15) < 10
-        assert _open(url, peer="127.0.0.2").status_code == 200  # its place is free again
+        first = _session(_open(url, peer="127.0.0.2"))
+        second = _session(_open(url, peer="127.0.0.2"))  # the peer's place: the first ends
+        assert _ping(url, first) == 404
+        # A request without a context does not keep a session: it ends within seconds.
+        assert _wait_for(lambda: _ping(url, second) == 404, within_s=15) < 10
 
-        bound = _open(url, peer="127.0.0.3", signer=signer).headers["mcp-session-id"]
+        bound = _session(_open(url, peer="127.0.0.3", signer=signer))
         idle_from = time.monotonic()
-        # Watched through the peer's only place (a request on it would keep it alive).
+        # Watched through the server's only place, which a bound session keeps (a request
+        # on it would keep it alive): an unbound opening is refused until it idled out.
         _wait_for(lambda: _open(url, peer="127.0.0.3").status_code == 200, within_s=30)
         assert time.monotonic() - idle_from >= 4  # lived past the unbound grace, to idle
         assert _ping(url, bound) == 404

@@ -11,13 +11,21 @@ connection is closed.
 Connections come in two kinds for the caps: *pending* ones, which have not yet sent the
 headers of a first request, and *serving* ones, which have. A new connection over
 `max_connections`, or over `max_connections_per_peer` from one address, first takes the place
-of the oldest pending connection (of that address, or of anyone for the server's cap), which
-is closed; only when there is none is the new one closed as soon as it is made (uvicorn's
-`limit_concurrency` would still accept it and hold it until its request arrives, to answer
-503). A slow-loris flood from the address a legitimate host shares (every local client is
-127.0.0.1) thus only closes its own connections: a host sends its headers the moment it
-connects and is out of reach from then on, while the flood's connections stay pending until
-the next one pushes them out.
+of the oldest pending connection (of that address, or of anyone for the server's cap) past
+its grace (below), which is closed. A new connection still silent and over a cap when its own
+grace ends is pushed out itself; it is refused as soon as it is made only when every
+connection is serving (uvicorn's `limit_concurrency` would still accept it and hold it until
+its request arrives, to answer 503). A slow-loris flood from the address a legitimate host
+shares (every local client is 127.0.0.1) thus only closes its own connections: a host sends
+its headers the moment it connects and is out of reach from then on, while the flood's
+connections stay pending until the next ones push them out.
+
+A new connection has `PROOF_GRACE_SECONDS` to send its headers before the caps can push it
+out, so a host's connection made just before a burst of the flood's is not pushed out by them
+before its headers were read; within their grace, connections may exceed `max_connections`
+by `ACCEPT_HEADROOM`, and beyond that the oldest silent connection of any age makes room. A
+host is then pushed out only by more than that many connections arriving between its connect
+and its headers.
 
 A client that drops its connection mid-request costs one log line, never a traceback.
 """
@@ -38,6 +46,14 @@ from uvicorn.server import ServerState
 from engram_memory.transport.http_settings import HttpSettings
 
 log = logging.getLogger("engram_memory.http")
+
+# A new connection is not pushed out by the caps before this: time to send its first
+# request's headers, which a client does as soon as it is connected (a busy client may take
+# a few milliseconds to get there; the flood's connections never do).
+PROOF_GRACE_SECONDS = 0.1
+# Connections within their grace may exceed `max_connections` by this much; beyond it the
+# oldest silent connection of any age makes room: the hard bound on descriptors.
+ACCEPT_HEADROOM = 128
 
 
 class LogBudget:
@@ -84,36 +100,61 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
             self._awaiting = ""  # the part of the request the deadline is for
             self._counted = False  # in `open_by_peer`
             self._timed_out = False
+            self._connected_at = 0.0
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            peer = self._peer()
-            refused = None
-            if open_by_peer[peer] >= settings.max_connections_per_peer:
-                if not self._push_out(peer):
-                    refused = (
-                        f"{peer} has {settings.max_connections_per_peer} open "
-                        "(ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER)"
-                    )
-            elif open_by_peer.total() >= settings.max_connections and not self._push_out(None):
-                refused = f"{settings.max_connections} are open (ENGRAM_HTTP_MAX_CONNECTIONS)"
-            if refused is not None:
-                budget.warn(f"refused a connection: {refused}")
+            self._connected_at = self.loop.time()
+            if open_by_peer.total() >= settings.max_connections + ACCEPT_HEADROOM and not (
+                self._push_out(None, any_age=True)
+            ):
+                budget.warn(
+                    f"refused a connection: {settings.max_connections} are open "
+                    f"(ENGRAM_HTTP_MAX_CONNECTIONS) and {ACCEPT_HEADROOM} more are sending "
+                    "their first request"
+                )
                 self.transport.close()
                 return
-            open_by_peer[peer] += 1
+            open_by_peer[self._peer()] += 1
             self._counted = True
             pending[self] = None
             self._arm(settings.header_timeout_seconds)
+            self._keep_to_caps()  # room from silent connections past their grace, if any
+            self.loop.call_later(PROOF_GRACE_SECONDS, self._grace_over)
 
-        def _push_out(self, peer: str | None) -> bool:
-            """Close the oldest pending connection (of `peer`, or of anyone) to make room."""
-            oldest = next((c for c in pending if peer in (None, c._peer())), None)
+        def _grace_over(self) -> None:
+            if self._counted:
+                self._keep_to_caps()  # this one included, if it is still silent
+
+        def _keep_to_caps(self) -> None:
+            """Push out the oldest silent connections past their grace while this one's
+            address, or the server, is over its cap."""
+            peer = self._peer()
+            while open_by_peer[peer] > settings.max_connections_per_peer:
+                if not self._push_out(peer):
+                    break
+            while open_by_peer.total() > settings.max_connections:
+                if not self._push_out(None):
+                    break
+
+        def _push_out(self, peer: str | None, any_age: bool = False) -> bool:
+            """Close the oldest silent connection (of `peer`, or of anyone; past its grace
+            unless `any_age`) to make room; False when there is none."""
+            now = self.loop.time()
+            oldest = next(
+                (
+                    c
+                    for c in pending
+                    if peer in (None, c._peer())
+                    and (any_age or now - c._connected_at >= PROOF_GRACE_SECONDS)
+                ),
+                None,
+            )
             if oldest is None:
                 return False
             budget.warn(
                 f"closed a connection from {oldest._peer()} that had sent no request, "
-                "to make room for a new one"
+                "to make room for another"
             )
             oldest._timed_out = True  # not "dropped before its request": we closed it
             oldest._uncount()
