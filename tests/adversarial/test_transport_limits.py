@@ -181,7 +181,7 @@ def _legitimate_host_is_served(url: str, signer: HostSigningKey, mode: str = "au
     assert "engram_memory_capture" in anyio.run(list_tools)
 
 
-def test_initialize_flood_is_capped_per_peer_and_per_server_and_a_legitimate_host_is_served(
+def test_an_initialize_flood_ends_its_own_oldest_sessions_and_is_refused_only_when_all_are_bound(
     tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
 ) -> None:
     limits = {
@@ -191,26 +191,41 @@ def test_initialize_flood_is_capped_per_peer_and_per_server_and_a_legitimate_hos
     }
     with _server(tmp_path, secrets, **limits) as (url, _):
         flood = [_open(url, peer="127.0.0.2") for _ in range(8)]
-        assert [r.status_code for r in flood] == [200] * 3 + [503] * 5
-        assert {_error_code(r) for r in flood[3:]} == {SESSION_LIMIT_CODE}
-        # Another address still opens sessions (a handshake-era host among them) ...
+        # Each opening over the address's 3 unbound places ends that address's oldest one.
+        assert [r.status_code for r in flood] == [200] * 8
+        assert [_ping(url, _session(r)) for r in flood] == [404] * 5 + [200] * 3
+        # A handshake-era host binds its session with its first call: out of reach.
         _legitimate_host_is_served(url, signer, mode="legacy")
-        assert _open(url, peer="127.0.0.3").status_code == 200
-        # ... until the server's own cap (the host's session ended when it closed).
-        assert _open(url, peer="127.0.0.4").status_code == 200
-        assert _open(url, peer="127.0.0.5").status_code == 200
-        refused = _open(url, peer="127.0.0.6")
+        others = [_open(url, peer=f"127.0.0.{n}") for n in (3, 4, 5, 6)]
+        assert [r.status_code for r in others] == [200] * 4  # .6 ended .2's oldest left
+        # Sessions bound at their opening take the unbound ones' places, oldest first ...
+        bound = [_open(url, peer="127.0.0.7", signer=signer) for _ in range(6)]
+        assert [r.status_code for r in bound] == [200] * 6
+        # ... and once every session is bound, an opening is refused, retriable.
+        refused = _open(url, peer="127.0.0.8")
         assert refused.status_code == 503
         assert _error_code(refused) == SESSION_LIMIT_CODE
+        assert [_ping(url, _session(r)) for r in bound] == [200] * 6
         # A host of the sessionless protocol era is served whatever the session count.
         _legitimate_host_is_served(url, signer)
     entries = host_entries(_data_dir(tmp_path, url))
-    assert [(e["reason"], e["peer"]) for e in entries] == [("session_limit", "127.0.0.2")] * 5 + [
-        ("session_limit", "127.0.0.6")
+    # The five pings of ended sessions were refused by the SDK (unknown session), audited.
+    pings = [e for e in entries if e["reason"] == "invalid_request"]
+    assert [(e["peer"], e["occurrences"]) for e in pings] == [("127.0.0.1", 1)] * 5
+    entries = [e for e in entries if e["reason"] != "invalid_request"]
+    assert [(e["reason"], e["peer"]) for e in entries] == [
+        ("session_limit", peer)
+        for peer in ["127.0.0.2"] * 8
+        + ["127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"]
+        + ["127.0.0.8"]
     ]
     assert {(e["tool"], e["transport"], e["occurrences"]) for e in entries} == {
         ("initialize", "http", 1)
     }
+
+
+def _session(response: httpx.Response) -> str:
+    return response.headers["mcp-session-id"]
 
 
 def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_until_idle(
@@ -220,17 +235,19 @@ def test_a_session_without_context_ends_within_seconds_and_a_bound_one_lives_unt
         "ENGRAM_HTTP_UNBOUND_SESSION_SECONDS": "1",
         "ENGRAM_HTTP_SESSION_IDLE_MINUTES": "0.1",  # 6 s
         "ENGRAM_HTTP_MAX_SESSIONS_PER_PEER": "1",
+        "ENGRAM_HTTP_MAX_SESSIONS": "1",
     }
     with _server(tmp_path, secrets, **limits) as (url, _):
-        unbound = _open(url, peer="127.0.0.2").headers["mcp-session-id"]
-        assert _open(url, peer="127.0.0.2").status_code == 503  # the peer's place is taken
-        # A request without a context does not keep it: it ends within seconds.
-        assert _wait_for(lambda: _ping(url, unbound) == 404, within_s=15) < 10
-        assert _open(url, peer="127.0.0.2").status_code == 200  # its place is free again
+        first = _session(_open(url, peer="127.0.0.2"))
+        second = _session(_open(url, peer="127.0.0.2"))  # the peer's place: the first ends
+        assert _ping(url, first) == 404
+        # A request without a context does not keep a session: it ends within seconds.
+        assert _wait_for(lambda: _ping(url, second) == 404, within_s=15) < 10
 
-        bound = _open(url, peer="127.0.0.3", signer=signer).headers["mcp-session-id"]
+        bound = _session(_open(url, peer="127.0.0.3", signer=signer))
         idle_from = time.monotonic()
-        # Watched through the peer's only place (a request on it would keep it alive).
+        # Watched through the server's only place, which a bound session keeps (a request
+        # on it would keep it alive): an unbound opening is refused until it idled out.
         _wait_for(lambda: _open(url, peer="127.0.0.3").status_code == 200, within_s=30)
         assert time.monotonic() - idle_from >= 4  # lived past the unbound grace, to idle
         assert _ping(url, bound) == 404
@@ -311,7 +328,7 @@ def _closed_at_once(sock: socket.socket) -> bool:
     return _closed_by_server(sock) and time.monotonic() - start < 2.5
 
 
-def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_them_all(
+def test_a_connection_over_the_caps_pushes_out_the_oldest_silent_one_at_once(
     tmp_path: Path, secrets: tuple[Path, Path, Path], signer: HostSigningKey
 ) -> None:
     limits = {
@@ -322,16 +339,43 @@ def test_connections_over_the_caps_are_closed_at_once_and_one_peer_cannot_take_t
     with _server(tmp_path, secrets, **limits) as (url, _):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         held = [_connect(port, "127.0.0.2") for _ in range(3)]  # silent: a slowloris
-        over_peer = _connect(port, "127.0.0.2")
-        assert _closed_at_once(over_peer)  # by the per-peer cap, not the header timeout
+        held.append(_connect(port, "127.0.0.2"))  # over the address's cap
+        assert _closed_at_once(held[0])  # its oldest, not the header timeout
         _legitimate_host_is_served(url, signer)  # from 127.0.0.1
-        held += [_connect(port, "127.0.0.3") for _ in range(3)]
-        over_total = _connect(port, "127.0.0.4")
-        assert _closed_at_once(over_total)
-        assert all(_closed_by_server(sock) for sock in held)  # then the header timeout
-        for sock in [*held, over_peer, over_total]:
+        held += [_connect(port, "127.0.0.3") for _ in range(3)]  # the server's 6
+        held.append(_connect(port, "127.0.0.4"))  # over the server's cap
+        assert _closed_at_once(held[1])  # the oldest silent one of any address
+        assert all(_closed_by_server(sock) for sock in held[2:])  # then the header timeout
+        for sock in held:
             sock.close()
         _legitimate_host_is_served(url, signer)
+
+
+def test_a_connection_that_sent_its_request_is_never_pushed_out(
+    tmp_path: Path, secrets: tuple[Path, Path, Path]
+) -> None:
+    limits = {"ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER": "2"}
+    with _server(tmp_path, secrets, **limits) as (url, _):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        serving = [_connect(port, "127.0.0.5") for _ in range(2)]
+        for sock in serving:
+            assert _health(sock) == 200  # keep-alive: the connection stays open, serving
+        late = _connect(port, "127.0.0.5")
+        assert _closed_at_once(late)  # nothing silent to push out: the new one is refused
+        assert [_health(sock) for sock in serving] == [200, 200]
+        for sock in [*serving, late]:
+            sock.close()
+
+
+def _health(sock: socket.socket) -> int:
+    """Status of `GET /healthz` on the open connection `sock` (which stays open)."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1024)
+        assert chunk, "the server closed the connection"
+        head += chunk
+    return int(head.split(b" ", 2)[1])
 
 
 @pytest.fixture(scope="module")

@@ -25,9 +25,12 @@ class FakeApp:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
         self.sessions = 0
+        self.deleted: list[bytes] = []  # session ids ended through the app (DELETE)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         message = await receive()
+        if scope.get("method") == "DELETE":
+            self.deleted.append(dict(scope["headers"])[b"mcp-session-id"])
         self.bodies.append(message["body"])
         headers = []
         if b"initialize" in message["body"]:
@@ -119,18 +122,18 @@ async def test_a_whole_body_reaches_the_app_in_one_piece() -> None:
     assert app.bodies == [b'{"jsonrpc":"2.0"}']
 
 
-async def test_an_initialize_over_the_peer_cap_is_503_retriable_and_audited() -> None:
+async def test_an_initialize_over_the_peer_cap_ends_the_oldest_unbound_session_first() -> None:
     app, refusals = FakeApp(), []  # type: ignore[var-annotated]
     guard = _guard(app, refusals, max_sessions_per_peer=2)
-    for _ in range(2):
+    for _ in range(3):
         assert _status(await _request(guard, [INITIALIZE.encode()])) == 200
-    refused = await _request(guard, [INITIALIZE.encode()])
-    assert (_status(refused), _rpc_code(refused)) == (503, -32000)
-    assert app.sessions == 2
+    assert app.sessions == 3
+    assert app.deleted == [b"s1"]  # ended through the SDK's own DELETE, as a client would
     assert [(r.reason, r.method, r.transport) for r in refusals] == [
         (RefusalReason.SESSION_LIMIT, "initialize", "http")
     ]
     assert len(guard.sessions) == 2
+    assert guard.sessions.get("s1") is None
 
 
 async def test_an_escaped_initialize_is_still_counted_against_the_caps() -> None:
@@ -139,9 +142,19 @@ async def test_an_escaped_initialize_is_still_counted_against_the_caps() -> None
     escaped = INITIALIZE.replace('"initialize"', '"\\u0069nitialize"').encode()
     assert b"initialize" not in escaped
     assert _status(await _request(guard, [INITIALIZE.encode()])) == 200
-    refused = await _request(guard, [escaped])
-    assert _status(refused) == 503
-    assert app.sessions == 1
+    assert _status(await _request(guard, [escaped])) == 200
+    assert app.deleted == [b"s1"]  # it took the address's one unbound place
+
+
+async def test_an_initialize_with_no_session_to_end_is_503_retriable_and_audited() -> None:
+    app, refusals = FakeApp(), []  # type: ignore[var-annotated]
+    guard = _guard(app, refusals, max_sessions_per_peer=1)
+    assert _status(await _request(guard, [INITIALIZE.encode()])) == 200
+    guard.sessions.begin("s1")  # e.g. its GET stream is open: not idle, not ended
+    refused = await _request(guard, [INITIALIZE.encode()])
+    assert (_status(refused), _rpc_code(refused)) == (503, -32000)
+    assert (app.sessions, app.deleted) == (1, [])
+    assert [(r.reason, r.method) for r in refusals] == [(RefusalReason.SESSION_LIMIT, "initialize")]
 
 
 async def test_an_unbound_session_is_ended_through_the_app_and_audited() -> None:

@@ -213,6 +213,7 @@ _HTTP_FLAGS = (
     "http_max_connections_per_peer",
     "http_max_sessions",
     "http_max_sessions_per_peer",
+    "http_max_sessions_per_principal",
     "http_session_idle_minutes",
     "http_unbound_session_seconds",
     "http_header_timeout_seconds",
@@ -271,7 +272,8 @@ _HTTP_FLAG_HELP = (
     ("--http-max-connections", "open connections", "128"),
     ("--http-max-connections-per-peer", "open connections per client address", "32"),
     ("--http-max-sessions", "open MCP sessions in all", "256"),
-    ("--http-max-sessions-per-peer", "open MCP sessions per client address", "32"),
+    ("--http-max-sessions-per-peer", "MCP sessions not yet bound, per client address", "32"),
+    ("--http-max-sessions-per-principal", "bound MCP sessions per tenant and principal", "32"),
     ("--http-session-idle-minutes", "a session idle this long ends", "10"),
     (
         "--http-unbound-session-seconds",

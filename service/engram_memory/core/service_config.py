@@ -16,7 +16,8 @@
 | ENGRAM_HTTP_MAX_CONNECTIONS | --http-max-connections | 128 open connections |
 | ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER | --http-max-connections-per-peer | 32 |
 | ENGRAM_HTTP_MAX_SESSIONS | --http-max-sessions | 256 sessions in all |
-| ENGRAM_HTTP_MAX_SESSIONS_PER_PEER | --http-max-sessions-per-peer | 32 per client address |
+| ENGRAM_HTTP_MAX_SESSIONS_PER_PEER | --http-max-sessions-per-peer | 32 not yet bound, per address |
+| ENGRAM_HTTP_MAX_SESSIONS_PER_PRINCIPAL | --http-max-sessions-per-principal | 32 bound, each |
 | ENGRAM_HTTP_SESSION_IDLE_MINUTES | --http-session-idle-minutes | 10 |
 | ENGRAM_HTTP_UNBOUND_SESSION_SECONDS | --http-unbound-session-seconds | 10 |
 | ENGRAM_HTTP_HEADER_TIMEOUT_SECONDS | --http-header-timeout-seconds | 10 |

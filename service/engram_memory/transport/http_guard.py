@@ -4,11 +4,14 @@
   `max_request_bytes` gets 413 with a JSON-RPC error (`-32600`, no id) and the connection is
   closed; a client that drops the connection mid-body costs one log line (http_protocol.py),
   not the SDK's traceback, because the SDK is never called with half a body.
-- Sessions are admitted here (http_sessions.py): at most `max_sessions` in all and
-  `max_sessions_per_peer` per client address; beyond that an `initialize` gets 503 with the
-  JSON-RPC error `-32000` (retriable). A session that no valid invocation context reached
-  within `unbound_session_seconds` ends, and so does one idle `session_idle_seconds`; both
-  end through the SDK's own DELETE, so the SDK forgets them as if the client had asked.
+- Sessions are admitted here (http_sessions.py): at most `max_sessions` in all,
+  `max_sessions_per_peer` not yet bound per client address and `max_sessions_per_principal`
+  bound per principal. A new `initialize` over a limit first ends the oldest idle unbound
+  session (of its address, or of anyone for the server's cap); only when there is none does
+  it get 503 with the JSON-RPC error `-32000` (retriable). A session that no valid invocation
+  context reached within `unbound_session_seconds` ends, and so does one idle
+  `session_idle_seconds`; all end through the SDK's own DELETE, so the SDK forgets them as if
+  the client had asked.
 - Each of those refusals is handed to the host-level audit stream after it was answered.
 
 The invocation context is verified (signature, trusted key, expiry), never spent: only
@@ -153,14 +156,15 @@ class TransportGuard:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    def _has_context(self, messages: list[dict[str, Any]]) -> bool:
+    def _principal(self, messages: list[dict[str, Any]]) -> str | None:
+        """ "tenant/principal" of the first valid invocation context among `messages`."""
         for message in messages:
             try:
-                verify_invocation(_token(message), self._keyring, self._now_s())
+                context = verify_invocation(_token(message), self._keyring, self._now_s())
             except TokenInvalid:
                 continue
-            return True
-        return False
+            return f"{context.tenant}/{context.principal}"
+        return None
 
     async def _open_session(self, body: bytes, scope: Scope, receive: Receive, send: Send) -> None:
         peer = _peer(scope)
@@ -168,11 +172,19 @@ class TransportGuard:
         if not any(message.get("method") == "initialize" for message in messages):
             await self._serve_without_session(scope, receive, send)  # not an opening after all
             return
-        refused = self.sessions.reserve(peer)
-        if refused is not None:
+        admission = self.sessions.reserve(peer)
+        if admission.refused is not None:
             await _answer(send, *_SESSION_LIMIT, close=False)
-            await self._audit(scope, refused, method="initialize")
+            await self._audit(scope, admission.refused, method="initialize")
             return
+        if admission.evict is not None:
+            evicted_id, evicted = admission.evict
+            try:
+                await self._end(evicted_id, evicted)
+                await self._audit(evicted.scope, RefusalReason.SESSION_LIMIT, method="initialize")
+            except BaseException:
+                self.sessions.release(peer)
+                raise
         opened: list[str] = []
 
         async def watch(message: Message) -> None:
@@ -180,8 +192,9 @@ class TransportGuard:
                 session_id = _header(message, SESSION_HEADER)
                 if session_id is not None:
                     # Known before the client can use it: its next request may bind it.
-                    bound = self._has_context(messages)
-                    self.sessions.opened(peer, session_id, bound, _delete_scope(scope, session_id))
+                    principal = self._principal(messages)
+                    delete = _delete_scope(scope, session_id)
+                    self.sessions.opened(peer, session_id, principal, delete)
                     self.sessions.begin(session_id)
                     opened.append(session_id)
             await send(message)
@@ -212,8 +225,10 @@ class TransportGuard:
         self, session_id: str, body: bytes, scope: Scope, receive: Receive, send: Send
     ) -> None:
         session = self.sessions.get(session_id)
-        if session is not None and not session.bound and self._has_context(_messages(body)):
-            self.sessions.bind(session_id)
+        if session is not None and not session.bound:
+            principal = self._principal(_messages(body))
+            if principal is not None:
+                self.sessions.bind(session_id, principal)
         status: list[int] = []
 
         async def watch(message: Message) -> None:

@@ -6,10 +6,26 @@ that trickles its headers byte by byte, opens a connection and sends nothing, or
 finishes its body holds the connection (and a file descriptor) for ever. Here every request
 must have its headers within `header_timeout_seconds` of its first byte (or of the
 connection), and its whole body within `body_timeout_seconds` after them; otherwise the
-connection is closed. A connection over `max_connections`, or over
-`max_connections_per_peer` from one address, is closed as soon as it is made: one address
-cannot take every connection (uvicorn's `limit_concurrency` would still accept the
-connection and hold it until its request arrives, to answer 503).
+connection is closed.
+
+Connections come in two kinds for the caps: *pending* ones, which have not yet sent the
+headers of a first request, and *serving* ones, which have. A new connection over
+`max_connections`, or over `max_connections_per_peer` from one address, first takes the place
+of the oldest pending connection (of that address, or of anyone for the server's cap) past
+its grace (below), which is closed. A new connection still silent and over a cap when its own
+grace ends is pushed out itself; it is refused as soon as it is made only when every
+connection is serving (uvicorn's `limit_concurrency` would still accept it and hold it until
+its request arrives, to answer 503). A slow-loris flood from the address a legitimate host
+shares (every local client is 127.0.0.1) thus only closes its own connections: a host sends
+its headers the moment it connects and is out of reach from then on, while the flood's
+connections stay pending until the next ones push them out.
+
+A new connection has `PROOF_GRACE_SECONDS` to send its headers before the caps can push it
+out, so a host's connection made just before a burst of the flood's is not pushed out by them
+before its headers were read; within their grace, connections may exceed `max_connections`
+by `ACCEPT_HEADROOM`, and beyond that the oldest silent connection of any age makes room. A
+host is then pushed out only by more than that many connections arriving between its connect
+and its headers.
 
 A client that drops its connection mid-request costs one log line, never a traceback.
 """
@@ -30,6 +46,14 @@ from uvicorn.server import ServerState
 from engram_memory.transport.http_settings import HttpSettings
 
 log = logging.getLogger("engram_memory.http")
+
+# A new connection is not pushed out by the caps before this: time to send its first
+# request's headers, which a client does as soon as it is connected (a busy client may take
+# a few milliseconds to get there; the flood's connections never do).
+PROOF_GRACE_SECONDS = 0.1
+# Connections within their grace may exceed `max_connections` by this much; beyond it the
+# oldest silent connection of any age makes room: the hard bound on descriptors.
+ACCEPT_HEADROOM = 128
 
 
 class LogBudget:
@@ -59,6 +83,9 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
     """The uvicorn protocol class that enforces `settings`' connection cap and timeouts."""
     budget = LogBudget()
     open_by_peer: Counter[str] = Counter()
+    # Connections that have not sent a first request's headers, oldest first (dicts keep
+    # insertion order): the ones a new connection may push out.
+    pending: dict[GuardedH11Protocol, None] = {}
 
     class GuardedH11Protocol(H11Protocol):
         def __init__(
@@ -73,24 +100,74 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
             self._awaiting = ""  # the part of the request the deadline is for
             self._counted = False  # in `open_by_peer`
             self._timed_out = False
+            self._connected_at = 0.0
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
-            peer = self._peer()
-            if len(self.connections) > settings.max_connections:
-                refused = f"{settings.max_connections} are open (ENGRAM_HTTP_MAX_CONNECTIONS)"
-            elif open_by_peer[peer] >= settings.max_connections_per_peer:
-                refused = (
-                    f"{peer} has {settings.max_connections_per_peer} open "
-                    "(ENGRAM_HTTP_MAX_CONNECTIONS_PER_PEER)"
+            self._connected_at = self.loop.time()
+            if open_by_peer.total() >= settings.max_connections + ACCEPT_HEADROOM and not (
+                self._push_out(None, any_age=True)
+            ):
+                budget.warn(
+                    f"refused a connection: {settings.max_connections} are open "
+                    f"(ENGRAM_HTTP_MAX_CONNECTIONS) and {ACCEPT_HEADROOM} more are sending "
+                    "their first request"
                 )
-            else:
-                open_by_peer[peer] += 1
-                self._counted = True
-                self._arm(settings.header_timeout_seconds)
+                self.transport.close()
                 return
-            budget.warn(f"refused a connection: {refused}")
-            self.transport.close()
+            open_by_peer[self._peer()] += 1
+            self._counted = True
+            pending[self] = None
+            self._arm(settings.header_timeout_seconds)
+            self._keep_to_caps()  # room from silent connections past their grace, if any
+            self.loop.call_later(PROOF_GRACE_SECONDS, self._grace_over)
+
+        def _grace_over(self) -> None:
+            if self._counted:
+                self._keep_to_caps()  # this one included, if it is still silent
+
+        def _keep_to_caps(self) -> None:
+            """Push out the oldest silent connections past their grace while this one's
+            address, or the server, is over its cap."""
+            peer = self._peer()
+            while open_by_peer[peer] > settings.max_connections_per_peer:
+                if not self._push_out(peer):
+                    break
+            while open_by_peer.total() > settings.max_connections:
+                if not self._push_out(None):
+                    break
+
+        def _push_out(self, peer: str | None, any_age: bool = False) -> bool:
+            """Close the oldest silent connection (of `peer`, or of anyone; past its grace
+            unless `any_age`) to make room; False when there is none."""
+            now = self.loop.time()
+            oldest = next(
+                (
+                    c
+                    for c in pending
+                    if peer in (None, c._peer())
+                    and (any_age or now - c._connected_at >= PROOF_GRACE_SECONDS)
+                ),
+                None,
+            )
+            if oldest is None:
+                return False
+            budget.warn(
+                f"closed a connection from {oldest._peer()} that had sent no request, "
+                "to make room for another"
+            )
+            oldest._timed_out = True  # not "dropped before its request": we closed it
+            oldest._uncount()
+            oldest.transport.close()
+            return True
+
+        def _uncount(self) -> None:
+            pending.pop(self, None)
+            if self._counted:
+                self._counted = False
+                open_by_peer[self._peer()] -= 1
+                if open_by_peer[self._peer()] <= 0:
+                    del open_by_peer[self._peer()]
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -102,11 +179,7 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
-            if self._counted:
-                self._counted = False
-                open_by_peer[self._peer()] -= 1
-                if open_by_peer[self._peer()] <= 0:
-                    del open_by_peer[self._peer()]
+            self._uncount()
             if not self._timed_out and self._request_incomplete():
                 budget.warn(
                     f"connection from {self._peer()} dropped before its request was complete"
@@ -122,6 +195,8 @@ def guarded_protocol(settings: HttpSettings) -> type[H11Protocol]:
         def _follow_request(self) -> None:
             """Re-arm the deadline for the part of the request now awaited."""
             state = self.conn.their_state
+            if state is not h11.IDLE:
+                pending.pop(self, None)  # a request's headers arrived: serving from now on
             if state is h11.IDLE:
                 if self._deadline is None and self.conn.trailing_data[0]:
                     self._arm(settings.header_timeout_seconds)  # a request has begun

@@ -28,7 +28,8 @@ DEFAULT_MAX_CONNECTIONS = 128
 # A quarter: one address alone cannot hold every connection open.
 DEFAULT_MAX_CONNECTIONS_PER_PEER = 32
 DEFAULT_MAX_SESSIONS = 256
-DEFAULT_MAX_SESSIONS_PER_PEER = 32
+DEFAULT_MAX_SESSIONS_PER_PEER = 32  # sessions not yet bound, per address
+DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 32  # bound sessions, per tenant and principal
 DEFAULT_SESSION_IDLE_MINUTES = 10.0
 DEFAULT_UNBOUND_SESSION_SECONDS = 10.0
 DEFAULT_HEADER_TIMEOUT_SECONDS = 10.0
@@ -52,6 +53,7 @@ class HttpSettings:
     max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
     max_sessions: int = DEFAULT_MAX_SESSIONS
     max_sessions_per_peer: int = DEFAULT_MAX_SESSIONS_PER_PEER
+    max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL
     session_idle_seconds: float = DEFAULT_SESSION_IDLE_MINUTES * 60
     unbound_session_seconds: float = DEFAULT_UNBOUND_SESSION_SECONDS
     header_timeout_seconds: float = DEFAULT_HEADER_TIMEOUT_SECONDS
@@ -235,6 +237,12 @@ def load_http_settings(
             value("ENGRAM_HTTP_MAX_SESSIONS_PER_PEER"),
             said("ENGRAM_HTTP_MAX_SESSIONS_PER_PEER"),
             DEFAULT_MAX_SESSIONS_PER_PEER,
+            100_000,
+        ),
+        max_sessions_per_principal=_count(
+            value("ENGRAM_HTTP_MAX_SESSIONS_PER_PRINCIPAL"),
+            "ENGRAM_HTTP_MAX_SESSIONS_PER_PRINCIPAL",
+            DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
             100_000,
         ),
         session_idle_seconds=60
