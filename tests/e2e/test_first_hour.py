@@ -88,17 +88,29 @@ def shell(tmp_path: Path) -> Shell:
         if os.environ.get("CI") == "true":
             pytest.fail("OPA binary not found in CI (scripts/test builds it)")
         pytest.skip("OPA binary not found (set ENGRAM_OPA_BIN)")
+    # `ensure_opa` looks for OPA in the tool cache under HOME and builds it there when it is
+    # missing (minutes, with Go). The empty HOME's cache is pointed at the one scripts/test
+    # filled, which is what the reader's second run of the block finds too.
+    tool_cache = Path(opa).resolve().parents[1]
+    if not (tool_cache / f"opa-{_pinned_opa_version()}" / "opa").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{opa} is not the pinned OPA of a tool cache (scripts/test builds it)")
+        pytest.skip("OPA is not in a tool cache as scripts/lib.sh lays it out")
     home = tmp_path / "home"
     home.mkdir()
     environ = {
         "HOME": str(home),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        # `ensure_opa` looks for OPA in the tool cache under HOME and builds it there when it
-        # is missing (minutes, with Go). The empty HOME's cache is pointed at the one
-        # scripts/test filled, which is what the reader's second run of the block finds too.
-        "ENGRAM_TOOL_CACHE": str(Path(opa).resolve().parents[1]),
+        "ENGRAM_TOOL_CACHE": str(tool_cache),
     }
     return Shell(home, environ)
+
+
+def _pinned_opa_version() -> str:
+    lib = (ROOT / "scripts/lib.sh").read_text(encoding="utf-8")
+    found = re.search(r"^OPA_VERSION=(\S+)$", lib, re.M)
+    assert found is not None
+    return found.group(1)
 
 
 def _install_block(text: str) -> str:
