@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                 opa_bin=args.opa,
                 progress=_progress,
             )
-    except ConfigurationError:
+    except BaseException:  # a failed or interrupted build leaves the YAML as it found it
         restore(edit)
         print(f"policy grant: the bundle did not build; {edit.path} is unchanged", file=sys.stderr)
         raise
