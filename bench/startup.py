@@ -106,7 +106,7 @@ def _initialize_ms(tree: Path, secrets: Mapping[str, str], data_dir: Path) -> fl
 
 
 def _secrets(root: Path) -> dict[str, str]:
-    """Keys as README's Host integration section sets them up, memory enabled."""
+    """Keys as docs/operators/run.md sets them up, memory enabled."""
     from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
 
     root_key, _signing, public_keys = init_host_dir(root)

@@ -329,7 +329,8 @@ def test_a_backup_is_a_snapshot_that_writes_during_it_neither_break_nor_enter(
     """While the backup runs (at its first progress line), a capture commits, the store is
     checkpointed (its file changes) and a record is forgotten. The backup still succeeds; the
     restored store is the snapshot: without that capture, and with the forgotten record,
-    which was live at the snapshot point, still readable (README: backups and shredding)."""
+    which was live at the snapshot point, still readable (docs/operators/backup.md: backups and
+    shredding)."""
     kept = accepted_record(alice, "Kept through the backup.")
     forgotten_later = accepted_record(alice, "Forgotten while the backup runs.")
     landed_later: list[str] = []

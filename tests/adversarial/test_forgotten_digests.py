@@ -4,7 +4,7 @@ the server, then search every column of every table (read-only), every file of t
 directory (store, WAL, key directory, anchor) and an auditor export for the plain
 `payload_digest`, guard digest and `record_digest` of the forgotten content.
 
-The guard digest is found nowhere. What remains is exactly what audit/README.md ("Forgotten
+The guard digest is found nowhere. What remains is exactly what docs/auditors/guide.md ("Forgotten
 content") documents: the journal's capture, accept and tombstone events (their hash chain
 commits to those digests) and the capture's idempotency result (its replay answers the
 original `record_digest`; the record id is that digest in base32 anyway). The assertions name
@@ -189,7 +189,7 @@ async def test_the_store_keeps_no_plain_digest_of_forgotten_content_beyond_the_d
     nowhere: tuple[set[str], set[str], set[str]] = (set(), set(), set())
     assert places(guard) == nowhere
     assert places(draft_guard) == nowhere
-    # Documented (audit/README.md "Forgotten content"): the journal's hash chain commits to
+    # Documented (docs/auditors/guide.md "Forgotten content"): the journal's hash chain commits to
     # the capture event's payload digest and to the record digest of every event.
     in_journal = (
         {"journal_events.event_json"},

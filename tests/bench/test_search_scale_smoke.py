@@ -5,7 +5,7 @@ real `engram-memory import`, a real `serve` process over stdio, the stdio floor 
 reference memory server, which `scripts/lib.sh`'s `ensure_reference_memory_server` installs
 before pytest (scripts/test calls it): nothing is installed during the test, and a missing
 server fails it with the harness's reason (never a skip). Basic Memory is left out: indexing
-1k notes takes it minutes; the full runs (bench/README.md) include it.
+1k notes takes it minutes; the full runs (bench/README.md, docs/benchmarks) include it.
 """
 
 from __future__ import annotations

@@ -24,11 +24,11 @@ import yaml
 from tests.servers import free_port, server_env
 
 PURPOSE = "purpose:support-case"
-# The `engram-memory` console script of the environment running the tests: what a README
+# The `engram-memory` console script of the environment running the tests: what a docs
 # entry's `command` names (`/absolute/path/to/engram-memory/.venv/bin/engram-memory`).
 ENGRAM_MEMORY = str(Path(sys.executable).parent / "engram-memory")
 START_DEADLINE_S = 60.0
-# The placeholders README.md's client entries (and examples/host/mcp-servers.json) document.
+# The placeholders the docs' client entries (and examples/host/mcp-servers.json) document.
 BIN_PLACEHOLDER = "/absolute/path/to/engram-memory/.venv/bin/engram-memory"
 CONFIG_PLACEHOLDER = "/absolute/path/to/gateway.yaml"
 URL_PLACEHOLDER = "https://memory.example.com/mcp"

@@ -67,7 +67,7 @@ class Target:
 @pytest.fixture
 def stdio_target(tmp_path: Path, host_secrets: tuple[Path, Path, Path]) -> Target:
     """The Inspector reading the documented desktop entry (examples/host/mcp-servers.json,
-    the README's Claude Desktop block) from a file, placeholders filled in, as its config."""
+    the clients page's Claude Desktop block) from a file, placeholders filled in, as its config."""
     config = write_stdio_config(tmp_path, tmp_path / "data", host_secrets)
     entry = (
         EXAMPLE_ENTRY.read_text(encoding="utf-8")
@@ -181,9 +181,9 @@ def test_the_inspector_is_pinned_to_one_version_and_one_dependency_tree() -> Non
     # Every package pinned by its integrity hash, none by a registry URL.
     pinned = [entry for path, entry in lock["packages"].items() if path]
     assert all("integrity" in entry and "resolved" not in entry for entry in pinned)
-    # The README's Inspector command names the version the tests drive.
-    readme = (tools.parents[1] / "README.md").read_text(encoding="utf-8")
-    assert f"{name}@{pinned_version()} --cli" in readme
+    # The clients page's Inspector command names the version the tests drive.
+    page = (tools.parents[1] / "docs/operators/clients.md").read_text(encoding="utf-8")
+    assert f"{name}@{pinned_version()} --cli" in page
 
 
 def test_inspector_lists_captures_and_searches_through_a_stdio_gateway_it_launched(

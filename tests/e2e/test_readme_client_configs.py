@@ -1,4 +1,5 @@
-"""Every client configuration in README.md's "Connecting MCP clients", run as written.
+"""Every client configuration in docs/operators/clients.md ("Connect MCP clients"), run as
+written.
 
 Each block follows a `<!-- client-config: NAME -->` marker. Only the documented placeholders
 are replaced (the checkout's `engram-memory`, the gateway config's path, the team gateway's
@@ -50,8 +51,9 @@ from tests.gateway.token_issuer import TokenIssuer
 
 pytestmark = pytest.mark.e2e
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-DESKTOP_EXAMPLE = README.parent / "examples/gateway/desktop.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS_PAGE = ROOT / "docs/operators/clients.md"
+DESKTOP_EXAMPLE = ROOT / "examples/gateway/desktop.yaml"
 MARKER = re.compile(r"<!-- client-config: ([a-z0-9-]+) -->\n```(\w+)\n(.*?)\n```", re.S)
 SIX_TOOLS = {
     "engram_memory_capture",
@@ -106,10 +108,10 @@ DOCUMENTED: dict[str, tuple[str, frozenset[str], frozenset[str], frozenset[str]]
 
 
 def readme_blocks() -> dict[str, tuple[str, str]]:
-    """NAME -> (fence language, text) of every marked block in README.md."""
+    """NAME -> (fence language, text) of every marked block of the clients page."""
     blocks: dict[str, tuple[str, str]] = {}
-    for name, language, text in MARKER.findall(README.read_text(encoding="utf-8")):
-        assert name not in blocks, f"two README blocks are marked {name}"
+    for name, language, text in MARKER.findall(CLIENTS_PAGE.read_text(encoding="utf-8")):
+        assert name not in blocks, f"two blocks of the clients page are marked {name}"
         blocks[name] = (language, text)
     return blocks
 
@@ -141,14 +143,15 @@ def documented_entry(name: str, document: Any) -> dict[str, Any]:
 
 
 def _entry(name: str, replacements: Mapping[str, str]) -> dict[str, Any]:
-    """The one server entry of a README JSON block, checked against its client's keys."""
+    """The one server entry of a JSON block of the clients page, checked against its
+    client's keys."""
     language, text = readme_blocks()[name]
     assert language == "json"
     return documented_entry(name, json.loads(_substituted(text, replacements)))
 
 
 def _claude_code_url(replacements: Mapping[str, str]) -> str:
-    """The URL of the README's `claude mcp add` line, after checking it has the documented
+    """The URL of the clients page's `claude mcp add` line, after checking it has the documented
     form: options before the server name, then the URL (no `--` and no command)."""
     language, text = readme_blocks()["claude-code"]
     assert language == "bash"
@@ -270,14 +273,14 @@ def test_the_key_check_refuses_an_entry_its_client_does_not_document(
 
 
 def test_the_host_examples_mcp_servers_entry_is_the_readmes_desktop_entry() -> None:
-    example = README.parent / "examples/host/mcp-servers.json"
+    example = ROOT / "examples/host/mcp-servers.json"
     readme_entry = json.loads(readme_blocks()["claude-desktop"][1])
     assert json.loads(example.read_text(encoding="utf-8")) == readme_entry
 
 
 @pytest.fixture
 def desktop_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The README's desktop set-up, step by step, for a user whose home is in tmp_path: keys,
+    """The clients page's desktop set-up, step by step, for a user whose home is in tmp_path: keys,
     ~/.engram, a copy of examples/gateway/desktop.yaml with the two documented edits (this OS
     user, an absolute `engram-memory`), and `--check`. Returns the copy's path."""
     home = tmp_path / "home"
@@ -348,7 +351,7 @@ def test_a_readme_team_entry_reaches_the_gateway_with_a_signed_in_token(
 def test_a_client_given_only_the_readme_url_discovers_where_its_user_signs_in(
     team: tuple[str, TokenIssuer],
 ) -> None:
-    # What VS Code, Cursor and Claude Code do first with the URL (README: "How the sign-in
+    # What VS Code, Cursor and Claude Code do first with the URL (clients page: "How the sign-in
     # happens"): a request without a token, the challenge, the protected-resource metadata.
     url, issuer = team
     challenge = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})

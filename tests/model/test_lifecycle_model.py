@@ -9,7 +9,8 @@ renewed every SEQUENCES_PER_STORE sequences). They are isolated by their own sea
 idempotency keys and content, and cursors are checked relative to the journal heads read
 when a sequence starts; the stores' clock only moves forward (expiry, see
 `MaintenanceRules.time_passes`). `ENGRAM_MODEL_EXAMPLES` sets how many sequences run
-(default 100 in CI; the full profile, 500 and more, is a documented command in README.md);
+(default 100 in CI; the full profile, 500 and more, is a documented command in
+docs/development/testing.md);
 `ENGRAM_MODEL_STATS=1 pytest -s` prints what they exercised. Budget (this 2-core box): about
 20 ms per tool call and 10 ms per operator call, ~10 steps per sequence, so ~25 s for the
 default 100 sequences and ~120 s for 500 (1.2 times the six tools alone).
@@ -48,7 +49,7 @@ from tests.model.scopes import (
 from tests.model.stores import Stores
 
 # CI runs the defaults: 100 fixed sequences keep the whole suite within its 10-minute budget.
-# The full profile (README.md): ENGRAM_MODEL_EXAMPLES=500, or e.g. 5000 with
+# The full profile (docs/development/testing.md): ENGRAM_MODEL_EXAMPLES=500, or e.g. 5000 with
 # ENGRAM_MODEL_STEPS=25 ENGRAM_MODEL_RANDOM=1 (fresh random sequences instead of the fixed set).
 EXAMPLES = int(os.environ.get("ENGRAM_MODEL_EXAMPLES", "100"))
 STEPS = int(os.environ.get("ENGRAM_MODEL_STEPS", "10"))

@@ -13,7 +13,7 @@ Three layers, because no single one is enough:
 
 Another user's entry is refused rather than re-owned: a process that can chown is root, and a
 store that root's files reach (or an attacker pre-created) cannot be trusted to be ours. The
-operator fixes ownership (README, "Files and ownership") and starts again.
+operator fixes ownership (docs/operators/run.md, "Files and ownership") and starts again.
 
 A trusted file the service only reads (the host public keys) may be readable by everyone,
 but nobody except its owner (this user or root) may write it: whoever can rewrite the trusted
@@ -41,7 +41,7 @@ FILE_MODE = 0o600
 # Past this many fixes, one summary line stands for the rest (a `chmod -R 755` of a store
 # with many key files must not flood the log).
 MAX_FIX_LINES = 100
-OWNERSHIP_FIX = "README, 'Files and ownership'"
+OWNERSHIP_FIX = "docs/operators/run.md, 'Files and ownership'"
 
 
 @dataclass(frozen=True)

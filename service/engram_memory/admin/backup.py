@@ -21,7 +21,8 @@ holds: see below.
 
 Crypto-shredding and backups: a key destroyed after a backup was made still lives in that
 backup. Restore therefore refuses archives older than `max_age_days` (default 30), so that a
-forgotten item is recoverable from a backup at most that long after `forget`; see README.
+forgotten item is recoverable from a backup at most that long after `forget`; see
+docs/operators/backup.md.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def runtime_directory() -> Path:
         ConfigurationError: the directory exists but is not a private directory of ours: a
             link or another kind of file, another user's (someone may be squatting on the
             socket name), or open to group/others. Nothing is changed: the message names the
-            documented fix (README, "Host maintenance").
+            documented fix (docs/operators/maintenance.md).
     """
     base = os.environ.get("XDG_RUNTIME_DIR")
     uid = os.getuid()
@@ -90,7 +90,7 @@ def runtime_directory() -> Path:
         raise ConfigurationError(
             f"maintenance runtime directory {directory} {problem}: remove it (as its owner "
             "or root) or set XDG_RUNTIME_DIR to a private directory of this user; see "
-            "README, 'Host maintenance'"
+            "docs/operators/maintenance.md"
         )
     return directory
 

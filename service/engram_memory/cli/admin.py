@@ -77,7 +77,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     accept_loss = commands.add_parser(
         "accept-loss",
-        help="serve a store that lost acknowledged writes again; audit the loss (README)",
+        help="serve a store that lost acknowledged writes again; audit the loss "
+        "(docs/operators/backup.md)",
     )
     accept_loss.add_argument("--reason", required=True, help="reason reference, e.g. reason:x")
     backup = commands.add_parser("backup", help="write an encrypted, verifiable archive")

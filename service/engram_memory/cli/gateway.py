@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
         description="Serve the memory tools to a stock MCP client, minting the signed "
         "invocation context (and, after a human's yes through elicitation, the "
         "confirmation) for every call to the engram-memory server behind it. "
-        "README 'Gateway' documents the configuration file.",
+        "docs/operators/gateway.md documents the configuration file.",
     )
     gateway.add_argument("--config", help="the gateway configuration file (YAML)")
     gateway.add_argument(

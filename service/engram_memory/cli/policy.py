@@ -1,5 +1,6 @@
 """`engram-memory policy build | check | validate | verify | identity | diff` (`test |
-explain | effective` in `authoring_cli.py`, `sign | keygen` in `signing_cli.py`).
+explain | effective` in `authoring_cli.py`, `sign | keygen` in `signing_cli.py`, `grant` in
+`policy_grant.py`).
 
 For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
 pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.cli import policy_authoring as authoring_cli
+from engram_memory.cli import policy_grant
 from engram_memory.cli.policy_signing import (
     SIGNING_COMMANDS,
     add_signing_parsers,
@@ -83,6 +85,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     identity.add_argument("bundle_dir", nargs="?", default=str(DEFAULT_BUNDLE_DIR))
     authoring_cli.add_parsers(policy_sub)
     add_signing_parsers(policy_sub)
+    policy_grant.add_parser(policy_sub)
     return parser
 
 
@@ -110,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     command = args.policy_command
     if command in authoring_cli.COMMANDS:
         return authoring_cli.run(args)
+    if command == "grant":
+        return policy_grant.run(args)
     if command == "build":
         if args.out is None and args.rego is None and args.policies is None:
             if args.tests is not None:

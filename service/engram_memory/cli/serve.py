@@ -298,7 +298,7 @@ _HTTP_FLAG_HELP = (
 
 
 def _add_http_flags(serve: argparse.ArgumentParser) -> None:
-    """The streamable HTTP limits and exposure flags (README: configuration table)."""
+    """The streamable HTTP limits and exposure flags (docs/reference/configuration.md)."""
     group = serve.add_argument_group(
         "streamable HTTP limits and exposure",
         "a --host other than loopback needs allowed hosts and origins, and TLS or "

@@ -76,7 +76,7 @@ class CallOutcome:
 
 def mint_for(signer: HostSigningKey, binding: Binding, **overrides: Any) -> str:
     """An invocation token for `binding` with a fresh `audit_id` (a token binds one request:
-    README "A fresh token for every request"); `overrides` replace claims."""
+    docs/integrators/host.md "A fresh token for every request"); `overrides` replace claims."""
     b = binding
     groups = overrides.pop("groups", canonical_groups(b.groups))
     return mint_invocation(

@@ -151,7 +151,7 @@ class StoreRefusal(EngramError):
     """The store must not be served: the CLI prints its one line and exits `exit_code`.
 
     Not a configuration problem (exit 2): the data itself is behind what it acknowledged or
-    damaged, and an operator has to restore it or accept the loss (README).
+    damaged, and an operator has to restore it or accept the loss (docs/operators/backup.md).
     """
 
     exit_code = 1

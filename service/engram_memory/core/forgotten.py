@@ -9,7 +9,7 @@ stable index root (crypto/keys.py `forgotten_digest_key`). The tombstoned-conten
 SPEC §4.4 step 4 keys the candidate's digests the same way and compares keyed forms, so it
 still holds a re-capture of forgotten content. Live rows keep their plain, reference-
 compatible digests. What still commits to plain digests (the journal's hash chain, record ids)
-is listed in audit/README.md ("Forgotten content").
+is listed in docs/auditors/guide.md ("Forgotten content").
 """
 
 from __future__ import annotations

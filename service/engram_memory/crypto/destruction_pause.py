@@ -4,7 +4,7 @@ A backup copies the store at one point in time and then the key files of the ite
 that point. A key destroyed between the two would be missing from the archive (a live item
 that no longer opens after restore); so destructions run shared and a backup's key copy
 runs exclusive. Keys destroyed after the copy are in the archive: they were live at its
-snapshot point (README: backups and crypto-shredding).
+snapshot point (docs/operators/backup.md: backups and crypto-shredding).
 """
 
 from __future__ import annotations

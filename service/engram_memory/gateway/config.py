@@ -7,7 +7,8 @@ unset variable is a problem, never an empty string); relative paths (`signing_ke
 the configuration file, so the file means the same whatever the working directory.
 
 `mode` chooses which section is required: `stdio:` (the binding of the one local user) or
-`http:` (OAuth 2.1 protected resource; gateway/http.py). README "Gateway" documents each key.
+`http:` (OAuth 2.1 protected resource; gateway/http.py). docs/operators/gateway.md documents
+each key.
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ class HttpBinding(_Model):
 
 
 class GatewayConfig(_Model):
-    """The whole gateway configuration (README "Gateway")."""
+    """The whole gateway configuration (docs/operators/gateway.md)."""
 
     mode: Literal["stdio", "http"]
     host_id: Ref

@@ -82,6 +82,9 @@ _SHOWN_TARGET = re.compile(r"mem_[a-z2-7]{52}|candidate_[0-9a-f]{64}|sha256:[0-9
 # tools/list when the upstream cannot be reached: retriable, as the upstream's own policy
 # outage answer is (JSON-RPC's server error range), never an empty list.
 _STORE_UNAVAILABLE_RPC = (-32000, ErrorCode.STORE_UNAVAILABLE.message)
+# Callers already told that they have no tool: one line each, not one per tools/list, and a
+# bounded memory of them (a team gateway meets many principals).
+_UNGRANTED_REMEMBERED = 1024
 
 
 class _GatewayRefusal(MCPError):
@@ -164,6 +167,7 @@ class _Gateway:
         self.minter = InvocationMinter(self.signer, config.host_id, config.upstream.audience)
         self.confirmed = config.confirmed_tools
         self.states = confirm.RequestStates(config.confirmation.timeout_s)
+        self.told_ungranted: set[tuple[str, str, str]] = set()
 
     def _caller(self, ctx: ServerRequestContext[Any]) -> Caller:
         try:
@@ -187,10 +191,34 @@ class _Gateway:
         caller = self._caller(ctx)
         meta = {INVOCATION_META_KEY: self._invocation(caller, caller.purposes[0])}
         try:
-            return await self.upstream.list_tools(meta)
+            listed = await self.upstream.list_tools(meta)
         except UpstreamUnavailable as failure:
             self._record("upstream_unavailable", reason=failure.reason, caller=caller)
             raise _GatewayRefusal(*_STORE_UNAVAILABLE_RPC) from None
+        if not listed.tools:
+            self._say_how_to_grant(caller)
+        return listed
+
+    def _say_how_to_grant(self, caller: Caller) -> None:
+        """An empty tools/list is the policy's answer (SPEC §1.5: only granted tools are
+        listed), which leaves the person at the client with nothing to go on: the operator's
+        log names the fix once per caller."""
+        key = (caller.tenant, caller.workspace, caller.principal)
+        if key in self.told_ungranted or len(self.told_ungranted) >= _UNGRANTED_REMEMBERED:
+            return
+        self.told_ungranted.add(key)
+        log.warning(
+            "tools/list is empty: the policy grants %s no tool in %s/%s (or memory is off "
+            "there). Grant a role with `engram-memory policy grant --tenant %s --workspace %s "
+            "--principal %s --role ROLE`, then restart the client (docs/first-hour.md, "
+            "'Grant yourself')",
+            caller.principal,
+            caller.tenant,
+            caller.workspace,
+            caller.tenant,
+            caller.workspace,
+            caller.principal,
+        )
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams

@@ -1,7 +1,7 @@
 """The trusted invocation context a host binds to every `tools/list` and `tools/call`.
 
 It travels in `_meta["engram-memory/invocation"]` as a compact JWS (typ `engram-invocation+jwt`)
-with these claims; a host in any language can mint it (see README "Host integration"):
+with these claims; a host in any language can mint it (see docs/integrators/host.md):
 
 | claim | type | meaning |
 |---|---|---|
@@ -27,8 +27,8 @@ audience included), so a token spent on one store cannot be spent again on anoth
 trusts the same host key. SPEC does not define `aud`; without it a token is accepted by every
 store that has no audience configured, as before.
 
-SPEC does not define `groups`: it only widens which grants of the policy data apply (README
-"Host integration"); the tool contract is unchanged, and a context without it behaves exactly
+SPEC does not define `groups`: it only widens which grants of the policy data apply
+(docs/integrators/host.md); the tool contract is unchanged, and a context without it behaves exactly
 as before.
 """
 

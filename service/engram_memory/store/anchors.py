@@ -340,7 +340,7 @@ def open_anchor(
         raise StoreBehindAnchor(
             f"store in {data_dir} is behind what it acknowledged ({loss.summary()}); "
             "restore it from a backup, or accept the loss with "
-            "`engram-memory admin ... accept-loss` (README: lost writes)"
+            "`engram-memory admin ... accept-loss` (docs/operators/backup.md: lost writes)"
         )
     anchor = HeadAnchor(database, file, loss)
     database.attach_anchor(anchor)

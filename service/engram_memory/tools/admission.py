@@ -208,7 +208,7 @@ def write(
         raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
     if planned.outcome == "adjudication_required":
         # The only trace of a hold: nothing is journaled until someone resolves it, and the
-        # auditor's `admissions_held` query finds holds by this note (audit/README.md).
+        # auditor's `admissions_held` query finds holds by this note (docs/auditors/guide.md).
         audit.noted(HELD_FOR_ADJUDICATION)
         outcome_body = _pending_outcome(candidate, planned.decision)
     else:

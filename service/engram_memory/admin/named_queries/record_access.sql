@@ -6,7 +6,7 @@
 -- The record and its candidate are linked by the journal's accept event, so asking for either
 -- lists the calls on both; `matched_id` says which id the entry named. Refused calls are
 -- listed too (outcome other than 'ok'). A search names in target_ids_json every record its
--- page served or dropped (see README).
+-- page served or dropped (see docs/auditors/guide.md).
 WITH related AS (
     SELECT $target_id AS id
     UNION

@@ -5,7 +5,7 @@
 -- param: to timestamp: only entries recorded before this instant (exclusive)
 -- principal_ref is sha256 of "engram-memory/principal/v1\0" + JCS("<tenant>\0<principal>"):
 -- compute it for a known principal with `engram-memory audit principal-ref TENANT PRINCIPAL`.
--- A search names in target_ids_json every record its page served or dropped (see README).
+-- A search names in target_ids_json every record its page served or dropped (see docs/auditors/guide.md).
 SELECT sequence, CAST(recorded_at AS TIMESTAMP) AS recorded_at, tool, outcome, principal_ref,
        agent_ref, session_ref, bundle_revision, audit_id
 FROM audit_entries

@@ -1,8 +1,8 @@
 """Compliance-authored policy data: YAML under `policies/`, validated, compiled for Rego.
 
-One file per tenant (schema in `policies/README.md`). Validation is strict (unknown keys,
-wrong types, dangling role names, ceilings below default TTLs are all errors) and every
-problem is reported as `<file>:<line>: <path>: <message>`, one line each, so an author can
+One file per tenant (schema in `docs/compliance/policy-data.md`). Validation is strict
+(unknown keys, wrong types, dangling role names, ceilings below default TTLs are all errors)
+and every problem is reported as `<file>:<line>: <path>: <message>`, one line each, so an author can
 fix them all in one pass. `policy/data_compiler.py` turns the result into the document Rego
 reads.
 """

@@ -2,7 +2,7 @@
 
 The document is `{"engram": {"config": {"tenants": {...}}}}`, keyed by tenant, workspace and
 principal (or group) so Rego looks the caller up by key; durations become milliseconds, consented
-families a set, selectors plain lists. `policies/README.md` documents the result.
+families a set, selectors plain lists. `docs/compliance/policy-data.md` documents the result.
 """
 
 from __future__ import annotations

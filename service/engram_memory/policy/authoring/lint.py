@@ -3,7 +3,7 @@
 `policy validate` reports errors (the schema in `policy/data.py`: the data cannot be used)
 and then these warnings (it can, but a reader would expect otherwise), each as
 `<file>:<line>: warning: <path>: <message> [<id>]`. Every id is documented in
-`policies/README.md` with why it matters and how to fix the YAML; there is no switch to
+`docs/compliance/policy-data.md` with why it matters and how to fix the YAML; there is no switch to
 silence one, because each has a fix that states the intent in the data itself.
 """
 
@@ -33,7 +33,7 @@ _BOUNDARY = ("/", ":", "#", "-", "_", ".", "=", "@")
 
 @dataclass(frozen=True, slots=True)
 class LintWarning:
-    """One warning: its id (documented in policies/README.md), where, and why."""
+    """One warning: its id (documented in docs/compliance/policy-data.md), where, and why."""
 
     warning_id: str
     file: str
@@ -235,7 +235,7 @@ def _check_prefix_shape(out: _Collector, loc: Path_, prefix: str, kind: str) -> 
 
 
 def _check_prefixes(out: _Collector, ws: Workspace, base: Path_) -> None:
-    """Prefix rules that match more than they say (see policies/README.md)."""
+    """Prefix rules that match more than they say (see docs/compliance/policy-data.md)."""
     if ws.admission is None:
         return
     lists = _prefix_lists(ws.admission)
