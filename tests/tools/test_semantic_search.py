@@ -10,6 +10,7 @@ Wasm with the shipped bundle (acme permits `purpose:case-research` only), the sh
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -202,3 +203,20 @@ def test_a_forgotten_records_vector_is_gone_from_memory_and_never_was_on_disk(
         assert files_holding(semantic_services, needle) == []
     answer = ok_value(_search(researcher, marker, "lexical_and_semantic"))
     assert record_id not in [packet["record"]["record_id"] for packet in answer["records"]]
+
+
+def test_a_missing_model_is_one_start_up_line_and_no_semantic_channel(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from engram_memory.core import opening
+    from engram_memory.search.embedding import Unavailable
+
+    monkeypatch.setattr(
+        opening, "load_embedding_model", lambda: Unavailable("the semantic model files are missing")
+    )
+    with caplog.at_level(logging.INFO, logger="engram_memory.opening"):
+        setup = opening._semantic_setup(KeyStore(tmp_path / "keys"), RootKey(os.urandom(32)))
+    assert setup is None
+    assert [r.levelno for r in caplog.records if r.name == "engram_memory.opening"] == [
+        logging.INFO
+    ]

@@ -28,9 +28,9 @@ from engram_memory.core.semantic_index import (
 )
 from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT
 from engram_memory.search.embedding import EmbeddingModel, Vectors
-from engram_memory.search.index_ranking import RankedList, eligible_bm25, rank_in_index
+from engram_memory.search.index_ranking import RankedList, rank_in_index
 from engram_memory.search.scope_index import ScopeIndex
-from engram_memory.search.semantic_ranking import SemanticRanked, rank_semantic
+from engram_memory.search.semantic_scope import rank_with_projections
 from engram_memory.store.connection import load_queries
 from engram_memory.store.database import Database
 from engram_memory.store.index_changes import (
@@ -182,26 +182,22 @@ class SearchIndex:
                 return None
             lexical = self._scopes.get(scope_ref) or ScopeIndex()
             semantic = self.semantic.scope(scope_ref)
-            eligible = eligible_bm25(
-                lexical, terms, system_as_of=system_as_of, valid_as_of=valid_as_of, now_ms=now_ms
-            )
-            slots = eligible.slots
-            adjacency = semantic.induced(slots, len(lexical.record_ids))
-            ranked: SemanticRanked = rank_semantic(
-                id_keys=lexical.id_keys(slots),
-                bm25=eligible.bm25,
-                adjacency=adjacency,
-                similarity=semantic.similarities(query_vector, slots),
-                valid_ends=lexical.valid_end_list(slots),
+            ranked = rank_with_projections(
+                lexical,
+                semantic,
+                terms,
+                query_vector,
+                system_as_of=system_as_of,
                 valid_as_of=valid_as_of,
+                now_ms=now_ms,
             )
             self.rankings += 1
             return SemanticList(
-                [lexical.record_ids[int(slots[p])] for p in ranked.positions],
-                ranked.scores.tolist(),
-                len(slots),
+                ranked.record_ids,
+                ranked.scores,
+                ranked.eligible_count,
                 len(semantic.vector_rows()),
-                len(adjacency.neighbours),
+                ranked.edge_count,
                 self.semantic.model.model_ref,
             )
 

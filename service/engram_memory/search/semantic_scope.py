@@ -21,11 +21,14 @@ purged record's vector row is zeroed at once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from engram_memory.search.semantic_ranking import InducedAdjacency
+from engram_memory.search.index_ranking import eligible_bm25
+from engram_memory.search.scope_index import ScopeIndex
+from engram_memory.search.semantic_ranking import InducedAdjacency, rank_semantic
 
 Floats32 = npt.NDArray[np.float32]
 Int64s = npt.NDArray[np.int64]
@@ -133,3 +136,50 @@ class SemanticScope:
         # Sources ascend with their slots (pairs are sorted), so positions ascend too.
         offsets = np.searchsorted(src, np.arange(len(eligible_slots) + 1)).astype(np.int64)
         return InducedAdjacency(offsets, dst, w)
+
+
+@dataclass(frozen=True)
+class ScopeRanked:
+    """A scope's semantic_v1 list and what its receipt says of the projections."""
+
+    record_ids: list[str]
+    scores: list[float]
+    eligible_count: int
+    edge_count: int
+
+
+def rank_with_projections(
+    lexical: ScopeIndex,
+    semantic: SemanticScope,
+    terms: Sequence[str],
+    query_vector: Floats32,
+    *,
+    system_as_of: int,
+    valid_as_of: int,
+    now_ms: int,
+) -> ScopeRanked:
+    """semantic_v1 over E of one scope: E and its BM25F from the lexical index, the induced
+    adjacency and the similarities from the projections (the caller holds the lock).
+
+    Raises:
+        Nothing for consistent projections.
+    """
+    eligible = eligible_bm25(
+        lexical, terms, system_as_of=system_as_of, valid_as_of=valid_as_of, now_ms=now_ms
+    )
+    slots = eligible.slots
+    adjacency = semantic.induced(slots, len(lexical.record_ids))
+    ranked = rank_semantic(
+        id_keys=lexical.id_keys(slots),
+        bm25=eligible.bm25,
+        adjacency=adjacency,
+        similarity=semantic.similarities(query_vector, slots),
+        valid_ends=lexical.valid_end_list(slots),
+        valid_as_of=valid_as_of,
+    )
+    return ScopeRanked(
+        [lexical.record_ids[int(slots[p])] for p in ranked.positions],
+        ranked.scores.tolist(),
+        len(slots),
+        len(adjacency.neighbours),
+    )
