@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from engram_memory.search.semantic_ranking import (
+    OPEN_END,
     InducedAdjacency,
     personalized_pagerank,
     rank_semantic,
@@ -72,7 +73,9 @@ def test_fast_ranking_equals_brute_force(seed: int) -> None:
         bm25=np.array([bm25.get(i, 0.0) for i in ids], dtype=np.float64),
         adjacency=_csr(ids, edges),
         similarity=np.array([similarity[i] for i in ids], dtype=np.float64),
-        valid_ends=[ends[i] for i in ids],
+        valid_ends=np.array(
+            [OPEN_END if ends[i] is None else ends[i] for i in ids], dtype=np.int64
+        ),
         valid_as_of=VALID_AS_OF,
     )
     assert [ids[p] for p in ranked.positions] == [record_id for record_id, _ in expected]
@@ -106,7 +109,7 @@ def test_no_lexical_match_teleports_uniformly_so_every_eligible_record_enters_th
         bm25=np.zeros(3),
         adjacency=_csr(ids, {}),
         similarity=np.array([0.0, 0.0, 0.9]),
-        valid_ends=[None, None, None],
+        valid_ends=np.full(3, OPEN_END, dtype=np.int64),
         valid_as_of=VALID_AS_OF,
     )
     # mem_c: vector 1st + graph 3rd beats mem_a: graph 1st only.

@@ -23,7 +23,6 @@ Project decisions where SPEC §10.2 is silent (all pinned in `PROFILE_CONSTANTS`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +49,8 @@ PPR_TOLERANCE = 1e-6
 PPR_MAX_ITERATIONS = 100
 PPR_SCORE_DECIMALS = 12
 VECTOR_MATCH_FLOOR = 0.0
+# A valid time without an end, as the lexical index stores it (search/columns.py `OPEN`).
+OPEN_END = np.iinfo(np.int64).max
 CHANNEL_CAP = MAX_CANDIDATES
 
 
@@ -92,6 +93,12 @@ class SemanticRanked:
 def personalized_pagerank(adjacency: InducedAdjacency, bm25: Floats) -> Floats:
     """PPR over the induced adjacency with teleport ∝ bm25 (uniform if all 0).
 
+    Iterated over the nodes with edges only: a node without edges (dangling) receives no
+    share and keeps none, so its score is always `s·p_i` for one scalar `s` that the
+    iteration carries (s₀ = 1, s' = (1−α) + α·s·P_D, P_D the dangling nodes' teleport
+    mass). Algebraically the reference iteration; on the 10k-record bench 98 of 10,000
+    nodes have edges, so an iteration costs microseconds instead of a pass over E.
+
     Raises:
         Nothing for a consistent CSR.
     """
@@ -102,30 +109,46 @@ def personalized_pagerank(adjacency: InducedAdjacency, bm25: Floats) -> Floats:
     teleport = bm25 / total if total > 0 else np.full(n, 1 / n, dtype=np.float64)
     sources = np.repeat(np.arange(n), np.diff(adjacency.offsets))
     out_weight = np.bincount(sources, weights=adjacency.weights, minlength=n)
-    has_edges = out_weight > 0
-    scores = teleport.copy()
+    linked = np.flatnonzero(out_weight > 0)
+    local = np.full(n, -1, dtype=np.int64)
+    local[linked] = np.arange(len(linked))
+    edge_from, edge_to = local[sources], local[adjacency.neighbours]
+    p_linked = teleport[linked]
+    dangling_teleport = float(teleport.sum() - p_linked.sum())
+    weight_linked = out_weight[linked]
+    r_linked = p_linked.copy()
+    scale = 1.0  # dangling node i holds scale·p_i
     for _ in range(PPR_MAX_ITERATIONS):
-        dangling = float(scores[~has_edges].sum())
-        following = (1 - PPR_ALPHA) * teleport + PPR_ALPHA * dangling * teleport
-        following = following + np.where(has_edges, PPR_ALPHA * PPR_LAZY * scores, 0.0)
-        share = np.zeros(n, dtype=np.float64)
-        share[has_edges] = (PPR_ALPHA * (1 - PPR_LAZY) * scores[has_edges]) / out_weight[has_edges]
+        dangling = scale * dangling_teleport
+        base = (1 - PPR_ALPHA) + PPR_ALPHA * dangling
+        share = (PPR_ALPHA * (1 - PPR_LAZY) * r_linked) / weight_linked
+        following = base * p_linked + PPR_ALPHA * PPR_LAZY * r_linked
         following = following + np.bincount(
-            adjacency.neighbours, weights=share[sources] * adjacency.weights, minlength=n
+            edge_to, weights=share[edge_from] * adjacency.weights, minlength=len(linked)
         )
-        delta = float(np.abs(following - scores).sum())
-        scores = following
+        delta = float(np.abs(following - r_linked).sum()) + abs(base - scale) * dangling_teleport
+        r_linked, scale = following, base
         if delta <= PPR_TOLERANCE:
             break
+    scores = scale * teleport
+    scores[linked] = r_linked
     return scores
 
 
-def channel_order(scores: Floats, id_keys: npt.NDArray[np.bytes_], floor: float) -> Int64s:
-    """Positions with a score above `floor`, score desc then record id asc, first 2,000."""
+def channel_order(scores: Floats, id_order: Int64s, floor: float) -> Int64s:
+    """Positions with a score above `floor`, score desc then record id asc, first 2,000;
+    `id_order` ranks each position's record id (sorting integers, not the ids, per list)."""
     kept = np.flatnonzero(scores > floor)
-    order = np.lexsort((id_keys[kept], -scores[kept]))[:CHANNEL_CAP]
+    order = np.lexsort((id_order[kept], -scores[kept]))[:CHANNEL_CAP]
     result: Int64s = kept[order]
     return result
+
+
+def id_ranks(id_keys: npt.NDArray[np.bytes_]) -> Int64s:
+    """Each position's rank in record id order (ids are unique, so ranks are too)."""
+    ranks = np.empty(len(id_keys), dtype=np.int64)
+    ranks[np.argsort(id_keys, kind="stable")] = np.arange(len(id_keys), dtype=np.int64)
+    return ranks
 
 
 def rank_semantic(
@@ -134,20 +157,22 @@ def rank_semantic(
     bm25: Floats,
     adjacency: InducedAdjacency,
     similarity: Floats,
-    valid_ends: Sequence[int | None],
+    valid_ends: Int64s,
     valid_as_of: int,
 ) -> SemanticRanked:
-    """The semantic_v1 ranked list over E. `id_keys` are the records' UTF-16BE ids (their
-    order is the tie-break order).
+    """The semantic_v1 ranked list over E. `id_keys` are the records' ASCII ids (record ids
+    are ASCII, so byte order is UTF-16 order, the tie-break); `valid_ends` each record's
+    valid-time end, `OPEN_END` when open.
 
     Raises:
         Nothing for consistent inputs.
     """
     n = len(bm25)
-    lexical = channel_order(bm25, id_keys, 0.0)
+    id_order = id_ranks(id_keys)
+    lexical = channel_order(bm25, id_order, 0.0)
     ppr = np.round(personalized_pagerank(adjacency, bm25), PPR_SCORE_DECIMALS)
-    graph = channel_order(ppr, id_keys, 0.0)
-    vector = channel_order(similarity, id_keys, VECTOR_MATCH_FLOOR)
+    graph = channel_order(ppr, id_order, 0.0)
+    vector = channel_order(similarity, id_order, VECTOR_MATCH_FLOOR)
     fused = np.zeros(n, dtype=np.float64)
     for ordered in (lexical, graph, vector):
         contribution = np.zeros(n, dtype=np.float64)
@@ -158,15 +183,16 @@ def rank_semantic(
         empty = np.zeros(0, dtype=np.float64)
         return SemanticRanked(np.zeros(0, dtype=np.int64), empty, empty)
     normalized = fused[candidates] / float(fused[candidates].max())
-    freshness = np.array(
-        [_recency(valid_as_of, valid_ends[int(p)]) for p in candidates], dtype=np.float64
-    )
+    freshness = _recency(valid_as_of, valid_ends[candidates])
     score = LEXICAL_WEIGHT * normalized + RECENCY_WEIGHT * freshness
-    order = np.lexsort((id_keys[candidates], -freshness, -score))[:MAX_CANDIDATES]
+    order = np.lexsort((id_order[candidates], -freshness, -score))[:MAX_CANDIDATES]
     return SemanticRanked(candidates[order], score[order], freshness[order])
 
 
-def _recency(valid_as_of: int, valid_end: int | None) -> float:
-    if valid_end is None or valid_end >= valid_as_of:
-        return 1.0  # exp(-0.0): no age (the common case, without calling exp)
-    return recency(valid_as_of, valid_end)
+def _recency(valid_as_of: int, valid_ends: Int64s) -> Floats:
+    """`ranking.recency` per record (`OPEN_END`: no end). Only a record whose valid time
+    ended before `valid_as_of` has an age; `exp` only through `math.exp`, as ranking does."""
+    freshness = np.ones(len(valid_ends), dtype=np.float64)
+    for position in np.flatnonzero(valid_ends < valid_as_of).tolist():
+        freshness[position] = recency(valid_as_of, int(valid_ends[position]))
+    return freshness

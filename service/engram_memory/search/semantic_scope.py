@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -93,11 +94,16 @@ class SemanticScope:
         ]
 
     def similarities(self, query: Floats32, slots: Int64s) -> npt.NDArray[np.float64]:
-        """Cosine similarity of each slot's vector with the unit `query` (0 without one)."""
+        """Cosine similarity of each slot's vector with the unit `query` (0 without one).
+        One product over every held row, then the slots picked: cheaper than gathering the
+        rows first (E is most of the scope)."""
         result = np.zeros(len(slots), dtype=np.float64)
         inside = slots < len(self._present)
         if inside.any():
-            result[inside] = (self._vectors[slots[inside]] @ query).astype(np.float64)
+            # einsum, not `@`: a BLAS matrix-vector product here takes ~30x longer when the
+            # cores are shared (OpenBLAS threads spin against other work), measured at 10k.
+            every = np.einsum("ij,j->i", self._vectors, query)
+            result[inside] = every[slots[inside]].astype(np.float64)
         return result
 
     def _all_edges(self) -> tuple[Int64s, Int64s, npt.NDArray[np.float64]]:
@@ -174,11 +180,14 @@ def rank_with_projections(
         bm25=eligible.bm25,
         adjacency=adjacency,
         similarity=semantic.similarities(query_vector, slots),
-        valid_ends=lexical.valid_end_list(slots),
+        valid_ends=lexical.valid_ends(slots),
         valid_as_of=valid_as_of,
     )
+    chosen = slots[ranked.positions].tolist()
     return ScopeRanked(
-        [lexical.record_ids[int(slots[p])] for p in ranked.positions],
+        list(itemgetter(*chosen)(lexical.record_ids))
+        if len(chosen) > 1
+        else [lexical.record_ids[slot] for slot in chosen],
         ranked.scores.tolist(),
         len(slots),
         len(adjacency.neighbours),
