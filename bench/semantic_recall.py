@@ -44,6 +44,7 @@ from engram_memory.search.scope_index import ScopeIndex
 from engram_memory.search.semantic_ranking import (
     PPR_SCORE_DECIMALS,
     channel_order,
+    id_ranks,
     personalized_pagerank,
 )
 from engram_memory.search.semantic_scope import SemanticScope, rank_with_projections
@@ -331,7 +332,7 @@ class Corpus:
             ),
             PPR_SCORE_DECIMALS,
         )
-        graph = channel_order(ppr, self.lexical.id_keys(eligible.slots), 0.0).tolist()
+        graph = channel_order(ppr, id_ranks(self.lexical.id_keys(eligible.slots)), 0.0).tolist()
         self.overlap.append(
             len(set(graph[:60]) & set(by_lexical[:60])) / max(1, min(60, len(by_lexical)))
         )
@@ -353,6 +354,8 @@ def run_size(size: int, model: EmbeddingModel, repeat: int) -> dict[str, Any]:
     print(f"size {size}: indexing", file=sys.stderr, flush=True)
     corpus = Corpus(size, model)
     quality: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    semantic_lists: list[list[str]] = []
+    vector_lists: list[list[str]] = []
     for n, (_, paraphrase, keyword) in enumerate(PLANTED):
         target = corpus.targets[n]
         for kind, query in (("paraphrase", paraphrase), ("keyword", keyword)):
@@ -364,6 +367,9 @@ def run_size(size: int, model: EmbeddingModel, repeat: int) -> dict[str, Any]:
             }
             for name, ranked in lists.items():
                 rows.setdefault(name, []).append(_quality(ranked, target))
+            if kind == "paraphrase":
+                semantic_lists.append(lists["semantic_v1"])
+                vector_lists.append(lists["vector_only (diagnostic)"])
     paraphrase_hits = corpus.lexical_hits[0::2]
     paraphrase_overlap = corpus.overlap[0::2]
     latency: dict[str, list[float]] = {"offline_lexical_v1": [], "semantic_v1": []}
@@ -383,6 +389,16 @@ def run_size(size: int, model: EmbeddingModel, repeat: int) -> dict[str, Any]:
         "vector_bytes": size * model.dimensions * 4,
         "edges": len(corpus.semantic.edge_rows()),
         "paraphrase_lexical_hits_mean": round(sum(paraphrase_hits) / len(paraphrase_hits)),
+        "paraphrase_lexical_hits_each": paraphrase_hits,
+        "paraphrase_ppr_top60_is_lexical_top60_each": [round(x, 3) for x in paraphrase_overlap],
+        "paraphrase_semantic_v1_rank_each": [
+            (ranked.index(corpus.targets[n]) + 1 if corpus.targets[n] in ranked else None)
+            for n, ranked in enumerate(semantic_lists)
+        ],
+        "paraphrase_vector_rank_each": [
+            (ranked.index(corpus.targets[n]) + 1 if corpus.targets[n] in ranked else None)
+            for n, ranked in enumerate(vector_lists)
+        ],
         "paraphrase_ppr_top60_is_lexical_top60": round(
             sum(paraphrase_overlap) / len(paraphrase_overlap), 3
         ),
@@ -436,8 +452,10 @@ def _markdown(report: dict[str, Any]) -> str:
             f"Embedding while indexing: {result['embedding_records_per_s']} records/s; "
             f"vectors {result['vector_bytes'] / 2**20:.1f} MiB; adjacency edges "
             f"{result['edges']}.  ",
-            f"Paraphrase queries: {result['paraphrase_lexical_hits_mean']} lexical matches on "
-            "average (function words such as `the`, `with`); share of the PageRank list's top 60 "
+            "Paraphrase queries: lexical list of "
+            f"{result['paraphrase_lexical_hits_mean']} records (cap 2,000) on "
+            "average (words the corpus uses everywhere, such as `delivery`, `customer`, `the`); "
+            "share of the PageRank list's top 60 "
             "that is the lexical list's top 60: "
             f"{result['paraphrase_ppr_top60_is_lexical_top60']}.",
             "",
