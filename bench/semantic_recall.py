@@ -482,7 +482,7 @@ def _plot(report: dict[str, Any], path: Path) -> None:
         axis.set_xticklabels([f"{r['size']} records" for r in results])
         axis.set_ylim(0, 1.05)
         axis.set_title(f"recall@10, {kind} queries")
-    axes[0].legend(fontsize=7, loc="upper right")
+    axes[0].legend(fontsize=7, loc="upper left")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 

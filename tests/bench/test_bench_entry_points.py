@@ -104,3 +104,11 @@ def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> N
     _bench("search_report", str(copy))
     assert (tmp_path / "search_scale.md").stat().st_size > 0
     assert (tmp_path / "search_scale.png").stat().st_size > 0
+
+
+def test_semantic_recall_tiny(tmp_path: Path) -> None:
+    _bench("semantic_recall", "--sizes", "240", "--repeat", "1", "--out", str(tmp_path))
+    report = _written(tmp_path, "semantic_recall")
+    [result] = report["results"]  # type: ignore[misc]
+    assert set(result["quality"]) == {"paraphrase", "keyword"}
+    assert {"offline_lexical_v1", "semantic_v1"} <= set(result["quality"]["paraphrase"])
