@@ -117,3 +117,11 @@ def test_secret_detector_tiny(tmp_path: Path) -> None:
     figures = report["figures"]
     assert isinstance(figures, dict)
     assert str(figures["disguises refused"]).startswith("92/92")
+
+
+def test_semantic_recall_tiny(tmp_path: Path) -> None:
+    _bench("semantic_recall", "--sizes", "240", "--repeat", "1", "--out", str(tmp_path))
+    report = _written(tmp_path, "semantic_recall")
+    [result] = report["results"]  # type: ignore[misc]
+    assert set(result["quality"]) == {"paraphrase", "keyword"}
+    assert {"offline_lexical_v1", "semantic_v1"} <= set(result["quality"]["paraphrase"])

@@ -95,6 +95,8 @@ REASONS: dict[str, set[str]] = {
         "all_families_consented",
         "family_not_consented",
     },
+    "semantic": DISABLED
+    | {"semantic_purpose_permitted", "purpose_not_permitted", "tenant_semantic_not_enabled"},
     "maintenance": {
         "default_deny",
         "operator_holds_read",
@@ -200,6 +202,15 @@ def generate_corpus(seed: int = 20260101) -> list[tuple[str, dict[str, Any]]]:
     for subject, refs in rng.sample(list(itertools.product(subjects, families)), 40):
         corpus.append(("reconciliation", {**subject, "family_refs": refs}))
     corpus.append(("reconciliation", _subject("t1", "w", "p:all", "pur:a")))
+    for subject in rng.sample(subjects, 40):
+        corpus.append(("semantic", subject))
+    corpus.append(("semantic", {}))
+    for tenant, workspace, purpose in [
+        ("t1", "w", "pur:a"),
+        ("t1", "w", "pur:b"),
+        ("t3", "w", "pur:a"),
+    ]:
+        corpus.append(("semantic", _subject(tenant, workspace, "p:all", purpose)))
     for subject, changes in rng.sample(list(itertools.product(subjects, CANDIDATE_CHANGES)), 90):
         candidate = {**CANDIDATE, **changes}
         corpus.append(("admission", {**subject, "now_ms": CAPTURE_MS, "candidate": candidate}))

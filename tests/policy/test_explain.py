@@ -258,3 +258,18 @@ def test_a_call_file_of_the_wrong_shape_exits_2_with_one_line(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_explain_and_effective_show_the_semantic_channel_decision_and_its_source(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    research = [a if a != "purpose:support-case" else "purpose:case-research" for a in BOB]
+    code, explanation = _json(capsys, "explain", *research, "--tool", "engram_memory_search")
+    assert code == 0
+    semantic = _domain(explanation, "semantic")
+    assert semantic["summary"] == {"allow": True, "reasons": ["semantic_purpose_permitted"]}
+    purpose_line = _line_of('purposes: ["purpose:case-research"]')
+    assert any(f"acme.yaml:{purpose_line}:" in s["source"] for s in semantic["sources"])
+    code, report = _json(capsys, "effective", *BOB)
+    assert code == 0
+    assert report["semantic_search"] == {"allowed": False, "reasons": ["purpose_not_permitted"]}

@@ -62,7 +62,10 @@ def test_the_shipped_sample_policies_compile() -> None:
 
 def test_the_rule_covering_test_policies_compile() -> None:
     tenants = compile_policies(TEST_POLICIES_DIR)["engram"]["config"]["tenants"]
-    assert set(tenants) == {"t1", "t2"}
+    assert set(tenants) == {"t1", "t2", "t3"}
+    assert tenants["t1"]["semantic_search"] is True
+    assert tenants["t3"]["semantic_search"] is False  # the default: not opted in
+    assert tenants["t1"]["workspaces"]["w"]["semantic_search"] == {"purposes": {"pur:a": True}}
 
 
 def test_compiled_durations_are_milliseconds() -> None:

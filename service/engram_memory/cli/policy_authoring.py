@@ -194,6 +194,10 @@ def _print_effective(report: dict[str, Any]) -> None:
             )
         for source in row["because"]:
             print(f"  because: {source['why']}  [{source['source']}]")
+    semantic = report.get("semantic_search")
+    if semantic is not None:
+        channel = "semantic_v1 permitted" if semantic["allowed"] else "offline_lexical_v1 only"
+        print(f"\nsearch ranking: {channel} {semantic['reasons']}")
     capture = report.get("capture")
     if capture is not None:
         print(f"\ncapture retention: default expiry {_duration(capture['default_expiry_ms'])}")

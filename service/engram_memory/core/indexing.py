@@ -14,9 +14,10 @@ from typing import Any
 
 from engram_memory.contract.exceptions import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.core.runtime import CallContext
+from engram_memory.core.semantic_index import record_embedding
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
 from engram_memory.store import memory, side_writes
-from engram_memory.store.index_changes import DocumentIndexed, PostingBatch
+from engram_memory.store.index_changes import DocumentIndexed, PostingBatch, RecordEmbedded
 from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.index")
@@ -39,6 +40,8 @@ class RecordIndex:
     field_lengths: dict[str, int]
     valid_t_end: int | None
     postings: tuple[PostingBatch, ...]  # at most POSTINGS_PER_BATCH each
+    # The semantic projections' share (None: no semantic channel configured); never stored.
+    embedding: RecordEmbedded | None = None
 
 
 # Staging commits each batch on its own (`staged_index`). DuckDB serializes COMMITs, so the
@@ -51,8 +54,12 @@ STAGE_FROM_POSTINGS = 4096
 
 
 def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
-    """The keyed postings and field lengths of `record` (no store access)."""
-    terms = document_terms(record, scope_term_key(ctx))
+    """The keyed postings and field lengths of `record`, and its vector when the semantic
+    channel is configured (no store access)."""
+    term_key = scope_term_key(ctx)
+    terms = document_terms(record, term_key)
+    index = ctx.services.search_index
+    semantic = None if index is None else index.semantic
     valid_time = record["valid_time"]
     postings = [
         (term, field_name, count)
@@ -66,6 +73,11 @@ def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
         postings=tuple(
             memory.posting_batch(postings[start : start + POSTINGS_PER_BATCH])
             for start in range(0, len(postings), POSTINGS_PER_BATCH)
+        ),
+        embedding=(
+            None
+            if semantic is None
+            else record_embedding(semantic.model, ctx.scope_ref, record, term_key)
         ),
     )
 
@@ -151,9 +163,11 @@ def index_record(
                 ctx.scope_ref, entries.record_id, entries.field_lengths, entries.postings
             )
         )
-        return
-    entries = record_index(ctx, record) if prepared is None else prepared
-    _store(tx, ctx, entries, entries.postings)
+    else:
+        entries = record_index(ctx, record) if prepared is None else prepared
+        _store(tx, ctx, entries, entries.postings)
+    if entries.embedding is not None:
+        tx.note_index_change(entries.embedding)
 
 
 def _store(

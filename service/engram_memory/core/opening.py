@@ -8,6 +8,7 @@ directory is tightened before anything is served.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +28,8 @@ from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.forgotten import key_forgotten_rows
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import follow_store
+from engram_memory.core.search_index import SemanticSetup, follow_store
+from engram_memory.core.semantic_index import body_opener
 from engram_memory.core.service_config import ServiceConfig
 from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey
@@ -35,12 +37,15 @@ from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
 from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.fleet import open_policy
+from engram_memory.search.embedding import Unavailable, load_embedding_model
 from engram_memory.store.anchors import open_anchor
 from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
 from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.database import Database
 from engram_memory.store.integrity import read_every_row
 from engram_memory.store.side_writes import sweep_orphan_index
+
+log = logging.getLogger("engram_memory.opening")
 
 
 def _clock_ms() -> int:
@@ -164,7 +169,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                     refusal_interval_ms=config.refusal_interval_s * 1000,
                 ),
                 clock_ms=_clock_ms,
-                search_index=follow_store(database),
+                search_index=follow_store(database, _semantic_setup(keys, root_key)),
                 checkpoint_key=checkpoint_key,
             )
             checkpoints = None
@@ -186,6 +191,17 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
         finally:
             database.index_commits.follow(None)
             database.close()
+
+
+def _semantic_setup(keys: KeyStore, root_key: RootKey) -> SemanticSetup | None:
+    """The semantic channel's setup when its model loads, else None after one start-up line
+    saying why (searches requiring it then answer RANKING_UNAVAILABLE)."""
+    model = load_embedding_model()
+    if isinstance(model, Unavailable):
+        log.info("semantic channel unavailable: %s", model.reason)
+        return None
+    log.info("semantic channel model loaded: %s", model.model_ref)
+    return SemanticSetup(model, body_opener(keys, root_key), root_key.scope_index_key)
 
 
 def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:

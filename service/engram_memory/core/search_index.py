@@ -15,13 +15,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from engram_memory.contract.exceptions import IndexInconsistent
+from engram_memory.core.semantic_index import (
+    BodyOpener,
+    SemanticProjection,
+    load_projection,
+)
 from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT
+from engram_memory.search.embedding import EmbeddingModel, Vectors
 from engram_memory.search.index_ranking import RankedList, rank_in_index
 from engram_memory.search.scope_index import ScopeIndex
+from engram_memory.search.semantic_scope import rank_with_projections
 from engram_memory.store.connection import load_queries
 from engram_memory.store.database import Database
 from engram_memory.store.index_changes import (
@@ -29,6 +38,7 @@ from engram_memory.store.index_changes import (
     DocumentPurged,
     IndexChange,
     RecordAdmitted,
+    RecordEmbedded,
     RecordStateSet,
 )
 from engram_memory.store.transaction import Transaction
@@ -44,14 +54,39 @@ STABLE_WAIT_S = 0.05
 COMPACT_DEAD_SHARE = 0.5
 
 
-class SearchIndex:
-    """Every scope's `ScopeIndex`, one lock for changes and rankings; an `IndexListener`."""
+@dataclass(frozen=True)
+class SemanticSetup:
+    """What the semantic projections need to follow the store: the model, a way to open a
+    sealed body (to re-embed at open) and each scope's index key (citations are keyed)."""
 
-    def __init__(self) -> None:
+    model: EmbeddingModel
+    open_body: BodyOpener
+    scope_key: Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class SemanticList:
+    """A semantic_v1 ranked list, with what its receipt says of the projections."""
+
+    record_ids: list[str]
+    scores: list[float]
+    eligible_count: int
+    vector_count: int
+    edge_count: int
+    model_ref: str
+
+
+class SearchIndex:
+    """Every scope's `ScopeIndex` (and semantic projections when configured), one lock for
+    changes and rankings; an `IndexListener`."""
+
+    def __init__(self, semantic: SemanticSetup | None = None) -> None:
         self._lock = threading.Lock()
         self._scopes: dict[str, ScopeIndex] = {}
         self._usable = False
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
+        self._semantic_setup = semantic
+        self.semantic: SemanticProjection | None = None
 
     def size(self) -> tuple[int, int]:
         """(scopes, records) held, for the load log line."""
@@ -86,8 +121,14 @@ class SearchIndex:
         elif isinstance(change, DocumentIndexed):
             postings = [triple for batch in change.postings for triple in batch.triples()]
             scope.add_document(change.record_id, change.field_lengths, postings)
+        elif isinstance(change, RecordEmbedded):
+            if self.semantic is not None:
+                self.semantic.embedded(change, scope.slot_of(change.record_id))
         elif isinstance(change, DocumentPurged):
             scope.purge_document(change.record_id)
+            slot = scope.known_slot(change.record_id)
+            if self.semantic is not None and slot is not None:
+                self.semantic.purged(change.scope_ref, slot)
             if scope.dead_postings > COMPACT_DEAD_SHARE * max(scope.posting_total(), 1):
                 scope.compact()
 
@@ -122,6 +163,57 @@ class SearchIndex:
                 now_ms=now_ms,
             )
 
+    def rank_semantic(
+        self,
+        scope_ref: str,
+        terms: Sequence[str],
+        query_vector: Vectors,
+        *,
+        in_step: Callable[[], bool],
+        system_as_of: int,
+        valid_as_of: int,
+        now_ms: int,
+    ) -> SemanticList | None:
+        """The semantic_v1 list, or None when the projections cannot be trusted for this
+        snapshot (none configured, `in_step` false, or the index stopped following): there is
+        no slower path, vectors exist only here."""
+        with self._lock:
+            if self.semantic is None or not self._usable or not in_step():
+                return None
+            lexical = self._scopes.get(scope_ref) or ScopeIndex()
+            semantic = self.semantic.scope(scope_ref)
+            ranked = rank_with_projections(
+                lexical,
+                semantic,
+                terms,
+                query_vector,
+                system_as_of=system_as_of,
+                valid_as_of=valid_as_of,
+                now_ms=now_ms,
+            )
+            self.rankings += 1
+            return SemanticList(
+                ranked.record_ids,
+                ranked.scores,
+                ranked.eligible_count,
+                len(semantic.vector_rows()),
+                ranked.edge_count,
+                self.semantic.model.model_ref,
+            )
+
+    def semantic_rows(self) -> dict[str, tuple[list[Any], list[Any]]]:
+        """Every scope's (vectors by record id, edges by record ids): a diagnostic for tests."""
+        with self._lock:
+            if self.semantic is None:
+                return {}
+            result: dict[str, tuple[list[Any], list[Any]]] = {}
+            for scope_ref, semantic in sorted(self.semantic.scopes.items()):
+                ids = self._scopes[scope_ref].record_ids
+                vectors = sorted((ids[s], v) for s, v in semantic.vector_rows())
+                edges = sorted((ids[a], ids[b], w) for a, b, w in semantic.edge_rows())
+                result[scope_ref] = (vectors, edges)
+            return result
+
     def rows(self) -> dict[str, list[tuple[object, ...]]]:
         """Every scope's `ScopeIndex.rows()` (a diagnostic for tests and checks)."""
         with self._lock:
@@ -131,16 +223,22 @@ class SearchIndex:
         """Rebuild every scope from the store as `tx` sees it (at open, before serving)."""
         with self._lock:
             self._scopes = _load_scopes(tx)
+            setup = self._semantic_setup
+            if setup is not None:
+                self.semantic = load_projection(
+                    tx, setup.model, self._scopes, setup.open_body, setup.scope_key
+                )
             self._usable = True
 
 
-def follow_store(database: Database) -> SearchIndex:
-    """A `SearchIndex` loaded from `database` and following its commits from now on.
+def follow_store(database: Database, semantic: SemanticSetup | None = None) -> SearchIndex:
+    """A `SearchIndex` loaded from `database` and following its commits from now on, with
+    the semantic projections when `semantic` is given.
 
     Raises:
         StoreUnavailable / StoreCorrupt: the store could not be read (nothing follows).
     """
-    index = SearchIndex()
+    index = SearchIndex(semantic)
     started = time.monotonic()
     while True:
         sequence = database.index_commits.stable_sequence(STABLE_WAIT_S)

@@ -37,6 +37,7 @@ DOMAINS: tuple[str, ...] = (
     "confirmation",
     "retention",
     "reconciliation",
+    "semantic",
     "admission",
     "maintenance",
 )

@@ -78,6 +78,7 @@ AUTHZ_PATH = "engram/authz/decision"
 CONFIRMATION_PATH = "engram/confirmation/decision"
 RETENTION_PATH = "engram/retention/decision"
 RECONCILIATION_PATH = "engram/reconciliation/decision"
+SEMANTIC_PATH = "engram/semantic/decision"
 ADMISSION_PATH = "engram/admission/decision"
 MAINTENANCE_PATH = "engram/maintenance/decision"
 
@@ -261,6 +262,15 @@ class PolicyDecider:
         """
         policy_input = {**subject.as_input(), "family_refs": list(family_refs)}
         parsed, decision = self._decide(RECONCILIATION_PATH, policy_input, AllowShape)
+        return AllowResult(allow=parsed.allow, decision=decision)
+
+    def semantic_channel(self, subject: Subject) -> AllowResult:
+        """May this binding's searches use the semantic channel (SPEC §10.2)? Default: no.
+
+        Raises:
+            PolicyUnavailable, PolicyStale
+        """
+        parsed, decision = self._decide(SEMANTIC_PATH, subject.as_input(), AllowShape)
         return AllowResult(allow=parsed.allow, decision=decision)
 
     def maintenance(

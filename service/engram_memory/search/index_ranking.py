@@ -71,6 +71,53 @@ def rank_in_index(
     Raises:
         Nothing for a consistent index.
     """
+    scored, statistics, _ = _score_terms(
+        index, terms, system_as_of, valid_as_of, now_ms, exception_share, need_mask=False
+    )
+    ids, scores, bm25 = _lexical_then_final(index, scored, valid_as_of)
+    return RankedList(ids, scores, bm25, statistics)
+
+
+@dataclass(frozen=True)
+class EligibleScores:
+    """E as slots (ascending) with each one's BM25F (0.0: no lexical match), what
+    `semantic_v1` fuses (search/semantic_ranking.py)."""
+
+    slots: Int64s
+    bm25: Floats
+    statistics: EligibleStatistics
+
+
+def eligible_bm25(
+    index: ScopeIndex, terms: Sequence[str], *, system_as_of: int, valid_as_of: int, now_ms: int
+) -> EligibleScores:
+    """Every eligible slot's BM25F, the same doubles `rank_in_index` sorts by.
+
+    Raises:
+        Nothing for a consistent index.
+    """
+    scored, statistics, eligible = _score_terms(
+        index, terms, system_as_of, valid_as_of, now_ms, None, need_mask=True
+    )
+    assert eligible is not None  # need_mask
+    slots: Int64s = np.flatnonzero(eligible)
+    dense = np.zeros(len(index.record_ids), dtype=np.float64)
+    if scored:
+        documents, bm25 = _bm25(scored, len(index.record_ids))
+        dense[documents] = bm25
+    return EligibleScores(slots, dense[slots], statistics)
+
+
+def _score_terms(
+    index: ScopeIndex,
+    terms: Sequence[str],
+    system_as_of: int,
+    valid_as_of: int,
+    now_ms: int,
+    exception_share: float | None,
+    *,
+    need_mask: bool,
+) -> tuple[list[_TermScores], EligibleStatistics, Bools | None]:
     # Listed once: both the statistics and the eligibility mask start from it.
     exceptions = index.exception_slots(system_as_of, valid_as_of)
     statistics = (
@@ -86,6 +133,8 @@ def rank_in_index(
     average_by_field = np.array([averages[name] for name in FIELD_NAMES], dtype=np.float64)
     scored: list[_TermScores] = []
     eligible: Bools | None = None
+    if need_mask:
+        eligible = index.eligible_mask(system_as_of, valid_as_of, now_ms, exceptions)
     for term in terms:
         packed = index.postings_of(term)
         if packed is None:
@@ -115,8 +164,7 @@ def rank_in_index(
         for column in range(1, len(FIELD_NAMES)):
             field_scores = field_scores + per_field[:, column]
         scored.append(_TermScores(slots[starts], field_scores, idf))
-    ids, scores, bm25 = _lexical_then_final(index, scored, valid_as_of)
-    return RankedList(ids, scores, bm25, statistics)
+    return scored, statistics, eligible
 
 
 def _bm25(scored: Sequence[_TermScores], slot_count: int) -> tuple[Int64s, Floats]:

@@ -105,6 +105,18 @@ class ScopeIndex:
         self._posting_counts.append(0)
         return slot
 
+    def slot_of(self, record_id: str) -> int:
+        """The record's slot, assigned now if it has none (the semantic projections share
+        the slots, search/semantic_scope.py).
+
+        Raises:
+            IndexInconsistent: the id is outside the index's id form.
+        """
+        return self._slot(record_id)
+
+    def known_slot(self, record_id: str) -> int | None:
+        return self._slot_of.get(record_id)
+
     def _is_member(self, slot: int) -> bool:
         return bool(self._current.data[slot] and self._indexed.data[slot])
 
@@ -388,6 +400,10 @@ class ScopeIndex:
     def valid_ends(self, slots: Int64s) -> Int64s:
         result: Int64s = self._valid_end.data[slots]
         return result
+
+    def valid_end_list(self, slots: Int64s) -> list[int | None]:
+        """Each slot's valid-time end, None when open."""
+        return [None if end == OPEN else int(end) for end in self._valid_end.data[slots].tolist()]
 
     def id_keys(self, slots: Int64s) -> npt.NDArray[np.bytes_]:
         result: npt.NDArray[np.bytes_] = self._ids.data[slots]

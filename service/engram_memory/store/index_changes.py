@@ -1,7 +1,8 @@
 """What a write transaction changed that a search index must follow, as plain values.
 
 The store is the source of truth; an in-process search index (core/indexing.py) is a
-projection of `records`, `lexical_documents` and `lexical_postings`. Every store function that
+projection of `records`, `lexical_documents` and `lexical_postings` (and of the sealed bodies, for
+the semantic projections' `RecordEmbedded`). Every store function that
 changes one of those notes the change on its transaction (`Transaction.note_index_change`),
 and `Database.transaction` hands the committed changes to the projection's listener while it
 still holds the writer's lock, so the projection moves exactly with the commits. A rolled-back
@@ -79,7 +80,19 @@ class DocumentPurged:
     record_id: str
 
 
-IndexChange = RecordAdmitted | RecordStateSet | DocumentIndexed | DocumentPurged
+@dataclass(frozen=True)
+class RecordEmbedded:
+    """A record's vector (float32 bytes) and keyed citations for the semantic projections,
+    computed from its content before the accept transaction. Only the in-memory projection
+    receives it: nothing of it is ever written to the store."""
+
+    scope_ref: str
+    record_id: str
+    vector: bytes
+    citation_keys: tuple[str, ...]
+
+
+IndexChange = RecordAdmitted | RecordStateSet | DocumentIndexed | DocumentPurged | RecordEmbedded
 
 
 class IndexListener(Protocol):

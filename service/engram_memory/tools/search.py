@@ -7,6 +7,7 @@ transaction), so no record is skipped or back-filled between them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
@@ -18,8 +19,9 @@ from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core import indexing, steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
-from engram_memory.core.search_index import STABLE_WAIT_S
+from engram_memory.core.search_index import STABLE_WAIT_S, SemanticList
 from engram_memory.policy.decider import AuthzResult
+from engram_memory.search import semantic_ranking
 from engram_memory.search.cursor import (
     PageCursorFields,
     decode_page_cursor,
@@ -42,8 +44,30 @@ from engram_memory.store import journal
 from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
+from engram_memory.tools.search_semantic import (
+    config_digest,
+    projection_receipts,
+    semantic_list,
+    use_semantic,
+)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranked list a page is cut from, whichever profile ranked it."""
+
+    record_ids: list[str]
+    scores: list[float]
+    eligible_count: int
+    semantic: SemanticList | None  # None: offline_lexical_v1
+
+    @property
+    def profile(self) -> str:
+        return PROFILE if self.semantic is None else semantic_ranking.PROFILE
+
 
 PROJECTIONS = ("lexical_index",)
+PROFILES = (PROFILE, semantic_ranking.PROFILE)
 
 
 def _parameters(args: Mapping[str, Any]) -> SearchParameters:
@@ -65,7 +89,7 @@ def _pinned(
     if cursor is None:
         return reading.AsOf(ctx.now_ms, high_water), None, head_hash
     fields = decode_page_cursor(str(cursor), binding, ctx.services.root_key.page_cursor_secret())
-    if fields.profile != PROFILE or int(fields.system_as_of) > high_water:
+    if fields.profile not in PROFILES or int(fields.system_as_of) > high_water:
         raise ToolError(ErrorCode.STALE_PAGE, "cursor pinned beyond high water or other profile")
     return reading.AsOf(fields.valid_as_of, int(fields.system_as_of)), fields, head_hash
 
@@ -74,18 +98,28 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     """Raises: ToolError per SPEC §4.1 (STALE_PAGE, RANKING_UNAVAILABLE, PROJECTION_*, ...)."""
     args = parsed.arguments
     params = _parameters(args)
-    if params.capability_policy["minimum_channels"] == "lexical_and_semantic":
+    index = ctx.services.search_index
+    if params.capability_policy["minimum_channels"] == "lexical_and_semantic" and (
+        index is None or index.semantic is None
+    ):
         # No semantic projection is configured; never fall back silently (SPEC §10.2).
         raise ToolError(ErrorCode.RANKING_UNAVAILABLE, "semantic channel not configured")
     authz = steps.authorize(ctx, audit)
     binding = page_binding(params, scope_ref=ctx.scope_ref, principal=ctx.invocation.principal)
     terms = distinct(query_terms(params.query, indexing.scope_term_key(ctx)))
     database = ctx.services.database
-    index = ctx.services.search_index
     sequence = None if index is None else database.index_commits.stable_sequence(STABLE_WAIT_S)
     with database.reading(audit_complete=False) as tx:
         as_of, pinned, head_hash = _pinned(ctx, tx, args.get("page_cursor"), binding)
-        ranked = ranked_list(tx, ctx, terms, as_of, sequence)
+        semantic = use_semantic(ctx, audit, params, None if pinned is None else pinned.profile)
+        if semantic:
+            listed = semantic_list(ctx, terms, params.query, as_of, sequence)
+            ranked = Ranking(listed.record_ids, listed.scores, listed.eligible_count, listed)
+        else:
+            lexical = ranked_list(tx, ctx, terms, as_of, sequence)
+            ranked = Ranking(
+                lexical.record_ids, lexical.scores, lexical.statistics.document_count, None
+            )
         # Ranking read E of this very snapshot, so revalidating the ranked list (SPEC §10.3)
         # removes nothing: the ordered list is the ranked one.
         ordered_ids = ranked.record_ids
@@ -122,7 +156,7 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     if next_offset is not None:
         next_cursor = encode_page_cursor(
             PageCursorFields(
-                PROFILE,
+                ranked.profile,
                 as_of.valid_as_of,
                 str(as_of.system_as_of),
                 next_offset,
@@ -131,8 +165,10 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
             binding,
             ctx.services.root_key.page_cursor_secret(),
         )
-    snapshot = _snapshot_digest(ctx, as_of, head_hash, ranked.statistics.document_count)
-    receipt = _rank_receipt(ctx, authz, params, as_of, ordered_ids, ordered_digest, snapshot)
+    snapshot = _snapshot_digest(ctx, as_of, head_hash, ranked.eligible_count)
+    receipt = _rank_receipt(
+        ctx, authz, params, as_of, ordered_ids, ordered_digest, snapshot, ranked.semantic
+    )
     output = search_output(page, receipt, next_cursor)
     _check_ceiling(ctx, authz, output)
     for packet in page:
@@ -168,8 +204,30 @@ def _rank_receipt(
     ordered_ids: list[str],
     ordered_digest: str,
     snapshot_digest: str,
+    semantic: SemanticList | None,
 ) -> dict[str, JsonValue]:
     system_as_of = str(as_of.system_as_of)
+    if semantic is not None:
+        return build_rank_receipt(
+            params=params,
+            valid_as_of=as_of.valid_as_of,
+            system_as_of=system_as_of,
+            candidate_ids=ordered_ids,
+            ordered_ids=ordered_ids,
+            ordered_digest=ordered_digest,
+            authorization_receipt_digest=authz.decision.receipt.receipt_digest,
+            snapshot_id=f"snapshot:{system_as_of}:{as_of.valid_as_of}",
+            snapshot_digest=snapshot_digest,
+            revalidation_receipt_digest=reading.revalidation_receipt_digest(
+                ordered_ids, as_of, ctx.now_instant
+            ),
+            projection_receipt_digests=projection_receipts(semantic, system_as_of),
+            issued_at=ctx.now_instant,
+            profile=semantic_ranking.PROFILE,
+            profile_version=semantic_ranking.PROFILE_VERSION,
+            scoring_formula_ref=semantic_ranking.SCORING_FORMULA_REF,
+            config_digest=config_digest(semantic),
+        )
     return build_rank_receipt(
         params=params,
         valid_as_of=as_of.valid_as_of,

@@ -28,6 +28,7 @@ from engram_memory.policy.decider import (
     MAINTENANCE_PATH,
     RECONCILIATION_PATH,
     RETENTION_PATH,
+    SEMANTIC_PATH,
     AdmissionCandidate,
     PolicyDecider,
     Subject,
@@ -41,6 +42,7 @@ DOMAIN_OF_PATH = {
     CONFIRMATION_PATH: "confirmation",
     RETENTION_PATH: "retention",
     RECONCILIATION_PATH: "reconciliation",
+    SEMANTIC_PATH: "semantic",
     ADMISSION_PATH: "admission",
     MAINTENANCE_PATH: "maintenance",
 }
@@ -51,6 +53,7 @@ EXPECTABLE: dict[str, frozenset[str]] = {
     "confirmation": frozenset({"required", "ttl_seconds"}),
     "retention": frozenset({"allow", "expires_at_ms"}),
     "reconciliation": frozenset({"allow"}),
+    "semantic": frozenset({"allow"}),
     "admission": frozenset({"outcome"}),
     "maintenance": frozenset({"allow"}),
 }
@@ -225,7 +228,8 @@ def _asked(recorder: _InputRecorder, ask: Callable[[], object]) -> None:
 def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
     """Every policy question a call asks, in the service's order (SPEC §1.8): discovery for
     every tool; confirmation for a mutation; authorization; then the tool's own domains
-    (retention and reconciliation for capture, admission for request_admission). A
+    (the semantic channel for search, retention and reconciliation for capture, admission for
+    request_admission). A
     `maintenance` call asks the maintenance domain only. All domains are listed even when an
     earlier one would stop the real call, so each can be explained and tested.
 
@@ -251,7 +255,10 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
         if tool not in READ_TOOLS:
             _asked(recorder, lambda: decider.confirmation(subject, tool))
         _asked(recorder, lambda: decider.authz(subject, tool))
-        if tool == ToolName.CAPTURE:
+        if tool == ToolName.SEARCH:
+            # Asked when the service has the semantic channel configured (SPEC §10.2).
+            _asked(recorder, lambda: decider.semantic_channel(subject))
+        elif tool == ToolName.CAPTURE:
             expires = None if call.expires_at is None else parse_instant(call.expires_at)
             rule = call.derivative_rule
             _asked(recorder, lambda: decider.retention(subject, now_ms, rule, expires))

@@ -129,6 +129,13 @@ class Reconciliation(_Model):
     consented_families: list[Ref] = Field(default_factory=list)
 
 
+class SemanticSearch(_Model):
+    """The purposes whose searches may use the semantic channel (SPEC §10.2); none listed
+    permits none. The tenant must opt in too (`TenantPolicy.semantic_search`)."""
+
+    purposes: list[Ref] = Field(default_factory=list)
+
+
 class ConfirmationSelector(_Model):
     tool: SelectableTool
     principals: list[SelectedPrincipal] | None = Field(default=None, min_length=1)
@@ -214,6 +221,7 @@ class Workspace(_Model):
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
     retention: Retention | None = None
     reconciliation: Reconciliation | None = None
+    semantic_search: SemanticSearch | None = None
     confirmation: Confirmation | None = None
     admission: Admission | None = None
     maintenance: Maintenance | None = None
@@ -225,6 +233,8 @@ class TenantPolicy(_Model):
     schema_version: Literal[1]
     tenant: Ref
     memory_enabled: bool = False
+    # The tenant's opt-in to the semantic channel; each workspace then names its purposes.
+    semantic_search: bool = False
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
     retention: Retention | None = None
     never_store: NeverStore | None = None

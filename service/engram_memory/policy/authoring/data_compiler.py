@@ -73,6 +73,7 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
         if ws.confirmation.ttl_seconds is not None:
             confirmation["ttl_seconds"] = ws.confirmation.ttl_seconds
     families = ws.reconciliation.consented_families if ws.reconciliation else []
+    semantic_purposes = ws.semantic_search.purposes if ws.semantic_search else []
     out: dict[str, Any] = {
         "memory_enabled": ws.memory_enabled,
         "roles": {role: sorted(set(tools)) for role, tools in ws.roles.items()},
@@ -83,6 +84,7 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
         # A workspace retention block replaces the tenant's as a whole.
         "retention": _compile_retention(ws.retention or policy.retention),
         "reconciliation": {"consented_families": dict.fromkeys(sorted(families), True)},
+        "semantic_search": {"purposes": dict.fromkeys(sorted(semantic_purposes), True)},
         "confirmation": confirmation,
     }
     # Tenant and workspace shapes add up: a workspace can only refuse more.
@@ -115,6 +117,7 @@ def compile_tenant(policy: TenantPolicy) -> dict[str, Any]:
     """The `data.engram.config.tenants[<tenant>]` object for one validated tenant."""
     return {
         "memory_enabled": policy.memory_enabled,
+        "semantic_search": policy.semantic_search,
         "workspaces": {
             name: _compile_workspace(policy, ws) for name, ws in policy.workspaces.items()
         },

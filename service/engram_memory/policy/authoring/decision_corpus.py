@@ -82,6 +82,8 @@ def _walk(node: object, key: str, names: _Names) -> None:
             names.operators.update(str(name) for name in node)
         if key == "consented_families":
             names.families.update(str(name) for name in node)
+        if key == "purposes":  # the semantic channel's purposes, compiled as a set
+            names.purposes.update(str(name) for name in node)
         for child_key, child in node.items():
             _walk(child, str(child_key), names)
     elif isinstance(node, list):
@@ -194,6 +196,7 @@ def _subject_calls(
             )
     for family in [*sorted(names.families), UNLISTED_FAMILY]:
         yield Call("reconciliation", {**subject, "family_refs": [family]}, f"{who} {family}")
+    yield Call("semantic", dict(subject), f"{who} search ranking channel")
     for shown, candidate in _candidates(names):
         yield Call(
             "admission",

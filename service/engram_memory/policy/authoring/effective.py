@@ -140,6 +140,12 @@ def effective_permissions(
         "rate_limits": listing_result.get("rate_limits", []),
         "never_store_patterns": len(listing_result.get("never_store_patterns", []) or []),
     }
+    if tools[ToolName.SEARCH]["allowed"]:
+        semantic = _domain(ask(_call(tool=ToolName.SEARCH)), "semantic")
+        out["semantic_search"] = {
+            "allowed": semantic["summary"].get("allow") is True,
+            "reasons": semantic["summary"].get("reasons", []),
+        }
     if tools[ToolName.CAPTURE]["allowed"]:
         out["capture"] = _retention(ask, binding, now_ms, candidate_families or [])
     if operator is not None:

@@ -111,6 +111,15 @@ class Attribution:
                     out.append(self._entry(f"{family} is consented", path))
                 else:
                     out.append(self._entry(f"{family} is not consented", (*base, "reconciliation")))
+        if domain == "semantic":
+            purposes = _obj(_obj(ws.get("semantic_search")).get("purposes"))
+            purpose = str(inp.get("purpose_ref"))
+            if purpose in purposes:
+                path = (*base, "semantic_search", "purposes", purpose)
+                out.append(self._entry(f"{purpose} may use the semantic channel", path))
+            else:
+                why = f"{purpose} is not listed for the semantic channel"
+                out.append(self._entry(why, (*base, "semantic_search")))
         if domain == "admission":
             out += self._admission(ws, base, reasons)
         return out

@@ -98,6 +98,14 @@ def _map_workspace(
             source,
             (*yaml_base, "reconciliation", "consented_families", position),
         )
+    purposes = _list(_mapping(ws.get("semantic_search")).get("purposes"))
+    out.add((*base, "semantic_search"), source, (*yaml_base, "semantic_search"))
+    for position, purpose in enumerate(purposes):
+        out.add(
+            (*base, "semantic_search", "purposes", str(purpose)),
+            source,
+            (*yaml_base, "semantic_search", "purposes", position),
+        )
     confirmation = _mapping(ws.get("confirmation"))
     out.add(
         (*base, "confirmation", "ttl_seconds"), source, (*yaml_base, "confirmation", "ttl_seconds")

@@ -1,0 +1,222 @@
+"""The semantic channel end to end at the tool level (issue 21): real DuckDB file, real OPA
+Wasm with the shipped bundle (acme permits `purpose:case-research` only), the shipped model.
+
+- `lexical_and_semantic` answers with a semantic_v1 receipt where policy permits it, and
+  RANKING_UNAVAILABLE (retriable) where it does not, or without the model;
+- `lexical` takes semantic_v1 when permitted, else offline_lexical_v1; cursors pin it;
+- the projections follow the commits exactly (followed == rebuilt from the store);
+- a forgotten record's vector is gone from memory and was never on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.search_index import SearchIndex, SemanticSetup, follow_store
+from engram_memory.core.semantic_index import body_opener
+from engram_memory.crypto.keys import RootKey
+from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
+from engram_memory.host.keys import HostKeyring
+from engram_memory.policy.decider import PolicyDecider
+from engram_memory.policy.embedded import EmbeddedWasmEngine
+from engram_memory.search.embedding import EmbeddingModel, load_embedding_model
+from engram_memory.store.database import Database
+from engram_memory.tools.dispatch import MemoryService
+from tests.harness import SIGNER, Caller, error_of, ok_value
+from tests.rules.steps import files_holding
+from tests.tools.test_tool_rules import admit, forget
+
+SEARCH = "engram_memory_search"
+CAPTURE = "engram_memory_capture"
+PERMITTED = "purpose:case-research"
+SCOPE = "tenant:acme/workspace:support"
+
+
+def _model() -> EmbeddingModel:
+    model = load_embedding_model()
+    assert isinstance(model, EmbeddingModel), model  # the [semantic] extra is a test dependency
+    return model
+
+
+def _setup(keys: KeyStore, root: RootKey) -> SemanticSetup:
+    return SemanticSetup(_model(), body_opener(keys, root), root.scope_index_key)
+
+
+@pytest.fixture
+def semantic_services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
+    database = Database.open(tmp_path / "data")
+    keys = KeyStore(tmp_path / "data" / KEYS_DIRECTORY)
+    root = RootKey(os.urandom(32))
+    yield Services(
+        database=database,
+        keys=keys,
+        decider=PolicyDecider(
+            engine, engine.identity, lambda: __import__("time").time_ns() // 10**6
+        ),
+        root_key=root,
+        host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
+        settings=ServiceSettings(host_memory_enabled=True),
+        search_index=follow_store(database, _setup(keys, root)),
+    )
+    database.close()
+
+
+@pytest.fixture
+def researcher(semantic_services: Services) -> Caller:
+    return Caller(MemoryService(semantic_services), purpose_ref=PERMITTED)
+
+
+def _record(caller: Caller, text: str) -> str:
+    args = demo_capture_arguments(text, f"key-{uuid.uuid4().hex}", purpose_ref=caller.purpose_ref)
+    candidate_id = ok_value(caller.call(CAPTURE, args))["candidate_id"]
+    record_id: str = ok_value(admit(caller, candidate_id))["outcome"]["record_id"]
+    return record_id
+
+
+def _search(caller: Caller, query: str, channels: str, **extra: Any) -> dict[str, Any]:
+    return caller.call(
+        SEARCH,
+        {
+            "query": query,
+            "purpose_ref": caller.purpose_ref,
+            "capability_policy": {"minimum_channels": channels, "network": "forbid"},
+            **extra,
+        },
+    )
+
+
+def test_a_permitted_purpose_gets_semantic_v1_and_finds_a_paraphrase(researcher: Caller) -> None:
+    refund = _record(researcher, "The customer asked for a refund of the order.")
+    _record(researcher, "Quarterly firewall audit scheduled for the data center.")
+    assert (
+        ok_value(_search(researcher, "give the client their money back", "lexical"))["records"]
+        != []
+    )  # semantic_v1 is taken by `lexical` too when permitted
+    answer = ok_value(_search(researcher, "reimburse the buyer", "lexical_and_semantic"))
+    receipt = answer["rank_receipt"]
+    assert receipt["profile"] == "semantic_v1"
+    assert receipt["scoring_formula_ref"] == "graphify-memory:semantic-rrf-recency:v1"
+    assert len(receipt["projection_receipt_digests"]) == 3  # lexical, adjacency, vector
+    assert refund in [packet["record"]["record_id"] for packet in answer["records"]]
+
+
+def test_a_purpose_policy_does_not_permit_is_ranking_unavailable_never_lexical(
+    semantic_services: Services,
+) -> None:
+    caller = Caller(MemoryService(semantic_services))  # purpose:support-case: not listed
+    _record(caller, "Refund approved for the damaged parcel.")
+    assert error_of(_search(caller, "refund", "lexical_and_semantic")) == (
+        "RANKING_UNAVAILABLE",
+        True,
+    )
+    assert error_of(
+        caller.call(
+            SEARCH,
+            {
+                "query": "refund",
+                "purpose_ref": caller.purpose_ref,
+                "capability_policy": {
+                    "minimum_channels": "lexical_and_semantic",
+                    "network": "allow",
+                },
+            },
+        )
+    ) == ("RANKING_UNAVAILABLE", True)  # network "allow" grants nothing
+    answer = ok_value(_search(caller, "refund", "lexical"))
+    assert answer["rank_receipt"]["profile"] == "offline_lexical_v1"
+    assert len(answer["records"]) == 1
+
+
+def test_without_the_model_lexical_and_semantic_is_ranking_unavailable(alice: Caller) -> None:
+    # The harness's services follow the store without a semantic setup (a missing extra).
+    researcher = alice.as_(purpose_ref=PERMITTED)
+    assert error_of(_search(researcher, "refund", "lexical_and_semantic")) == (
+        "RANKING_UNAVAILABLE",
+        True,
+    )
+    assert ok_value(_search(researcher, "refund", "lexical"))["rank_receipt"]["profile"] == (
+        "offline_lexical_v1"
+    )
+
+
+def test_a_cursor_pins_semantic_v1_across_pages(researcher: Caller) -> None:
+    for n in range(4):
+        _record(researcher, f"Refund note number {n} for a returned item.")
+    first = ok_value(_search(researcher, "money back", "lexical", limit=2))
+    assert first["rank_receipt"]["profile"] == "semantic_v1"
+    second = ok_value(
+        _search(researcher, "money back", "lexical", limit=2, page_cursor=first["next_page_cursor"])
+    )
+    assert second["rank_receipt"]["profile"] == "semantic_v1"
+    assert second["records"][0]["rank"] == 3
+
+
+def test_the_followed_projections_equal_ones_rebuilt_from_the_store(
+    researcher: Caller, semantic_services: Services
+) -> None:
+    kept = [_record(researcher, f"Parcel {n} arrived damaged; replacement sent.") for n in range(5)]
+    ok_value(forget(researcher, kept[1]))
+    index = semantic_services.search_index
+    assert index is not None
+    rebuilt = SearchIndex(_setup(semantic_services.keys, semantic_services.root_key))
+    with semantic_services.database.reading() as tx:
+        rebuilt.load(tx)
+    followed = index.semantic_rows()
+    assert followed == rebuilt.semantic_rows()
+    vectors, edges = followed[SCOPE]
+    assert sorted(record_id for record_id, _ in vectors) == sorted(set(kept) - {kept[1]})
+    assert len(edges) == 4 * 3  # the four live records share the demo's ticket citation
+
+
+def test_a_forgotten_records_vector_is_gone_from_memory_and_never_was_on_disk(
+    researcher: Caller, semantic_services: Services
+) -> None:
+    marker = f"marker{uuid.uuid4().hex[:12]}"
+    record_id = _record(researcher, f"Refund {marker} approved after the carrier lost it.")
+    index = semantic_services.search_index
+    assert index is not None
+    vectors = dict(index.semantic_rows()[SCOPE][0])
+    vector = np.array(vectors[record_id], dtype=np.float32)
+    assert np.linalg.norm(vector) > 0
+    needles = [
+        vector.tobytes(),
+        vector.astype(np.float64).tobytes(),
+        vector.astype(np.float16).tobytes(),
+    ]
+    for needle in needles:
+        assert files_holding(semantic_services, needle) == []
+
+    ok_value(forget(researcher, record_id))
+
+    assert record_id not in dict(index.semantic_rows()[SCOPE][0])
+    for needle in [*needles, marker.encode()]:
+        assert files_holding(semantic_services, needle) == []
+    answer = ok_value(_search(researcher, marker, "lexical_and_semantic"))
+    assert record_id not in [packet["record"]["record_id"] for packet in answer["records"]]
+
+
+def test_a_missing_model_is_one_start_up_line_and_no_semantic_channel(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from engram_memory.core import opening
+    from engram_memory.search.embedding import Unavailable
+
+    monkeypatch.setattr(
+        opening, "load_embedding_model", lambda: Unavailable("the semantic model files are missing")
+    )
+    with caplog.at_level(logging.INFO, logger="engram_memory.opening"):
+        setup = opening._semantic_setup(KeyStore(tmp_path / "keys"), RootKey(os.urandom(32)))
+    assert setup is None
+    assert [r.levelno for r in caplog.records if r.name == "engram_memory.opening"] == [
+        logging.INFO
+    ]
