@@ -72,6 +72,16 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
             require.setdefault(req.tool, []).append(_selector(req.principals, req.roles))
         if ws.confirmation.ttl_seconds is not None:
             confirmation["ttl_seconds"] = ws.confirmation.ttl_seconds
+        if ws.confirmation.approval:
+            confirmation["approval"] = [
+                {
+                    "name": rule.name,
+                    "tools": sorted(set(rule.tools)),
+                    "not_requester": rule.not_requester,
+                    "groups": sorted(set(rule.groups)),
+                }
+                for rule in ws.confirmation.approval
+            ]
     families = ws.reconciliation.consented_families if ws.reconciliation else []
     semantic_purposes = ws.semantic_search.purposes if ws.semantic_search else []
     out: dict[str, Any] = {
