@@ -188,7 +188,11 @@ def test_tenant_and_workspace_never_store_shapes_add_up(tmp_path: Path) -> None:
         tmp_path, "acme.yaml", VALID.replace("workspaces:\n", tenant + "workspaces:\n") + workspace
     )
     support = compile_policies(tmp_path)["engram"]["config"]["tenants"]["acme"]["workspaces"]
-    assert support["support"]["never_store_patterns"] == ["T-[0-9]{4}", "W-[0-9]{4}"]
+    # Each carries its name in a regex comment (contract/secrets.py named_pattern).
+    assert support["support"]["never_store_patterns"] == [
+        "(?#never-store:t)T-[0-9]{4}",
+        "(?#never-store:w)W-[0-9]{4}",
+    ]
 
 
 def test_rate_limits_compile_to_milliseconds_sorted_by_name(tmp_path: Path) -> None:
