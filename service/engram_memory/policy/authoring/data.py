@@ -256,6 +256,9 @@ class TenantPolicy(_Model):
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
     retention: Retention | None = None
     never_store: NeverStore | None = None
+    # The groups the host's identity provider asserts that this tenant's rules name: a
+    # declaration `policy validate` checks every grant and approval rule against.
+    groups: list[GroupRef] | None = None
     workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
 
 
