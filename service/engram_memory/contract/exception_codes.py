@@ -56,6 +56,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.AnchorInvalid: x.StoreBehindAnchor.exit_code,
     x.AuditChainBroken: EXIT_FAILED,
     x.ExportChainBroken: EXIT_FAILED,
+    x.ProofInvalid: EXIT_FAILED,
     x.ArchiveInvalid: ErrorCode.BACKUP_INVALID,
     x.ArchiveForeign: ErrorCode.RESTORE_REFUSED,
     x.KeyDirectoryInconsistent: EXIT_FAILED,

@@ -29,6 +29,7 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
             StoreDamaged            exit 4
             AuditTrailUntrusted     exit 5 (start-up: the trail does not verify against its
                                     signed checkpoint)
+        ProofInvalid                exit 1 (`audit verify-proof`)
         StoreUnavailable            STORE_UNAVAILABLE
             CommitOutcomeUnknown    MUTATION_OUTCOME_UNKNOWN
             StoreCorrupt            JOURNAL_CORRUPT (never retriable)
@@ -177,6 +178,10 @@ class AuditTrailUntrusted(StoreRefusal):
     served on top of it (core/startup_audit.py)."""
 
     exit_code = 5
+
+
+class ProofInvalid(EngramError):
+    """A Merkle inclusion or consistency proof does not lead to the signed root(s)."""
 
 
 class BundleError(ConfigurationError):
