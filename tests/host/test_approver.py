@@ -66,3 +66,29 @@ def test_a_verified_confirmation_carries_its_issue_resolution_and_operation() ->
         NOW + 3,
         BINDING.op,
     )
+
+
+def test_the_approver_groups_the_host_asserts_travel_sorted_and_absent_stays_absent() -> None:
+    groups = ["group:records-officers", "group:dpo"]
+    token = mint_confirmation(
+        SIGNER, BINDING, approver="human:olga", now_s=NOW, approver_groups=groups
+    )
+    verified = verify_confirmation(token, RING, BINDING, now_s=NOW + 1)
+    assert verified.approver_groups == ("group:dpo", "group:records-officers")
+    plain = mint_confirmation(SIGNER, BINDING, approver="human:olga", now_s=NOW)
+    assert verify_confirmation(plain, RING, BINDING, now_s=NOW + 1).approver_groups is None
+
+
+@pytest.mark.parametrize(
+    "groups", ["group:dpo", ["dpo"], ["group:a*"], [1], [f"group:{n}" for n in range(65)]]
+)
+def test_malformed_approver_groups_fail_the_gate(groups: object) -> None:
+    token = mint_confirmation(
+        SIGNER,
+        BINDING,
+        approver="human:olga",
+        now_s=NOW,
+        approver_groups=groups,  # type: ignore[arg-type]
+    )
+    with pytest.raises(TokenInvalid):
+        verify_confirmation(token, RING, BINDING, now_s=NOW + 1)

@@ -188,7 +188,11 @@ def test_tenant_and_workspace_never_store_shapes_add_up(tmp_path: Path) -> None:
         tmp_path, "acme.yaml", VALID.replace("workspaces:\n", tenant + "workspaces:\n") + workspace
     )
     support = compile_policies(tmp_path)["engram"]["config"]["tenants"]["acme"]["workspaces"]
-    assert support["support"]["never_store_patterns"] == ["T-[0-9]{4}", "W-[0-9]{4}"]
+    # Each carries its name in a regex comment (contract/secrets.py named_pattern).
+    assert support["support"]["never_store_patterns"] == [
+        "(?#never-store:t)T-[0-9]{4}",
+        "(?#never-store:w)W-[0-9]{4}",
+    ]
 
 
 def test_rate_limits_compile_to_milliseconds_sorted_by_name(tmp_path: Path) -> None:
@@ -216,3 +220,50 @@ def test_a_duplicate_or_unresolved_rate_limit_is_reported_at_its_line(tmp_path: 
     assert len(problems) == 2
     assert _located(problems[0], path, 14, "workspaces.support.rate_limits[1].name")
     assert _located(problems[1], path, 14, "workspaces.support.rate_limits[1].roles[0]")
+
+
+def test_approval_rules_compile_with_sorted_tools_and_groups(tmp_path: Path) -> None:
+    approval = (
+        "    confirmation:\n"
+        "      approval:\n"
+        "        - name: officers\n"
+        "          tools: [engram_memory_withdraw, engram_memory_forget]\n"
+        "          groups: ['group:z', 'group:a']\n"
+    )
+    _write(tmp_path, "acme.yaml", VALID + approval)
+    config = compile_policies(tmp_path)["engram"]["config"]
+    rules = config["tenants"]["acme"]["workspaces"]["support"]["confirmation"]["approval"]
+    assert rules == [
+        {
+            "name": "officers",
+            "tools": ["engram_memory_forget", "engram_memory_withdraw"],
+            "not_requester": False,
+            "groups": ["group:a", "group:z"],
+        }
+    ]
+
+
+def test_an_approval_rule_without_a_condition_is_reported_at_its_line(
+    tmp_path: Path,
+) -> None:
+    approval = (
+        "    confirmation:\n"
+        "      approval:\n"
+        "        - {name: second, tools: [engram_memory_forget], not_requester: true}\n"
+        "        - {name: nothing, tools: [engram_memory_forget]}\n"
+    )
+    path = _write(tmp_path, "acme.yaml", VALID + approval)
+    (problem,) = _problems(tmp_path)
+    assert _located(problem, path, 15, "workspaces.support.confirmation.approval[1]")
+
+
+def test_a_duplicate_approval_rule_name_is_reported_at_its_line(tmp_path: Path) -> None:
+    approval = (
+        "    confirmation:\n"
+        "      approval:\n"
+        "        - {name: second, tools: [engram_memory_forget], not_requester: true}\n"
+        "        - {name: second, tools: [engram_memory_forget], groups: ['group:x']}\n"
+    )
+    path = _write(tmp_path, "acme.yaml", VALID + approval)
+    (problem,) = _problems(tmp_path)
+    assert _located(problem, path, 15, "workspaces.support.confirmation.approval[1].name")

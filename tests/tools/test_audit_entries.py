@@ -88,7 +88,15 @@ def test_every_agent_outcome_leaves_one_entry_with_the_receipts_of_its_decisions
         (CAPTURE, "UNAUTHORIZED", (), full, True, True),
         (CAPTURE, "ok", ("id4",), full, True, False),
         (WITHDRAW, "rpc:-32603", ("id4",), ("discovery", "confirmation"), False, True),
-        (FORGET, "ok", ("id2",), ("discovery", "confirmation", "authz"), True, False),
+        # Two confirmation decisions: the requirement, then the approval (four-eyes, issue 22).
+        (
+            FORGET,
+            "ok",
+            ("id2",),
+            ("discovery", "confirmation", "confirmation", "authz"),
+            True,
+            False,
+        ),
     ]
 
 

@@ -36,6 +36,24 @@ def test_a_tenant_secret_shape_from_policy_data_is_refused_and_nothing_is_writte
     assert high_water(services, GLOBEX) == 1
 
 
+def test_the_audit_names_the_never_store_pattern_that_refused_never_the_text(
+    alice: Caller, services: Services
+) -> None:
+    """Issue 22 item 3: an author reading the audit learns which pattern fired."""
+    door = "The side door code is ACME-DAC-204918, rotate it monthly."
+    built_in = "Use password=Hunter42x for the staging box."
+    for text in (door, built_in):
+        assert code(alice.call(CAPTURE, demo_capture_arguments(text, _key()))) == "INVALID_SCHEMA"
+    with services.database.reading() as tx:
+        rows = tx.fetchall(
+            "SELECT detail FROM audit_entries WHERE tool = ? ORDER BY sequence", [CAPTURE]
+        )
+    assert [detail for (detail,) in rows] == [
+        "arguments:never_store:acme-door-access-code",
+        "arguments:never_store",
+    ]
+
+
 class _Clock:
     def __init__(self, now_ms: int) -> None:
         self.now_ms = now_ms

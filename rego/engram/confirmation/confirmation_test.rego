@@ -17,6 +17,22 @@ config := {"tenants": {"acme": {
 				},
 			},
 		},
+		"records": {
+			"memory_enabled": true,
+			"confirmation": {
+				"require": {},
+				"approval": [
+					{"name": "second-person", "tools": ["engram_memory_forget"], "not_requester": true, "groups": []},
+					{
+						"name": "records-officers",
+						"tools": ["engram_memory_forget"],
+						"not_requester": false,
+						"groups": ["group:records-officers", "group:dpo"],
+					},
+					{"name": "withdraw-second-person", "tools": ["engram_memory_withdraw"], "not_requester": true, "groups": []},
+				],
+			},
+		},
 		"lenient": {"memory_enabled": true, "confirmation": {"ttl_seconds": 0}},
 		"long": {"memory_enabled": true, "confirmation": {"ttl_seconds": 900}},
 	},
@@ -94,4 +110,80 @@ test_a_request_without_a_tool_requires_a_confirmation if {
 	d := confirmation.decision with input as object.remove(request, ["tool"])
 		with data.engram.config as config
 	d.required
+}
+
+forget := object.union(request, {"workspace": "records", "principal": "user:alice", "tool": "engram_memory_forget"})
+
+officer := {"approver": "human:carol", "approver_groups": ["group:records-officers"]}
+
+test_without_approval_facts_the_decision_has_no_approval if {
+	d := confirmation.decision with input as forget with data.engram.config as config
+	not "approved" in object.keys(d)
+}
+
+test_an_officer_other_than_the_requester_may_approve if {
+	d := confirmation.decision with input as object.union(forget, {"approval": officer})
+		with data.engram.config as config
+	d == {
+		"required": true, "ttl_seconds": 300, "reasons": ["always_required"],
+		"approved": true, "refused_by": [],
+	}
+}
+
+test_the_requester_may_not_approve_their_own_forget if {
+	every approver in ["human:alice", "human:ALICE", "user:alice"] {
+		d := confirmation.decision with input as object.union(forget, {"approval": object.union(officer, {"approver": approver})})
+			with data.engram.config as config
+		d.approved == false
+		d.refused_by == ["second-person"]
+	}
+}
+
+test_an_approver_outside_the_group_is_refused if {
+	d := confirmation.decision with input as object.union(forget, {"approval": {"approver": "human:carol", "approver_groups": ["group:sales"]}})
+		with data.engram.config as config
+	d.approved == false
+	d.refused_by == ["records-officers"]
+}
+
+test_an_approver_whose_groups_the_host_did_not_assert_is_refused if {
+	d := confirmation.decision with input as object.union(forget, {"approval": {"approver": "human:alice"}})
+		with data.engram.config as config
+	d.refused_by == ["records-officers", "second-person"]
+}
+
+test_rules_apply_only_to_their_tools if {
+	d := confirmation.decision with input as object.union(forget, {
+		"tool": "engram_memory_withdraw",
+		"approval": {"approver": "human:carol"},
+	})
+		with data.engram.config as config
+	d.approved
+}
+
+test_a_prefixless_principal_is_compared_whole if {
+	d := confirmation.decision with input as object.union(forget, {"principal": "carol", "approval": {"approver": "carol"}, "tool": "engram_memory_withdraw"})
+		with data.engram.config as config
+	d.refused_by == ["withdraw-second-person"]
+}
+
+test_a_workspace_without_approval_rules_approves_anyone if {
+	d := confirmation.decision with input as object.union(request, {"tool": "engram_memory_forget", "approval": {"approver": "human:bob"}})
+		with data.engram.config as config
+	d.approved
+}
+
+test_no_approval_in_an_unknown_workspace if {
+	d := confirmation.decision with input as object.union(forget, {"workspace": "other", "approval": officer})
+		with data.engram.config as config
+	d == {
+		"required": true, "ttl_seconds": 300, "reasons": ["always_required"],
+		"approved": false, "refused_by": [],
+	}
+}
+
+test_malformed_approval_facts_get_the_default_without_an_approval if {
+	d := confirmation.decision with input as object.union(forget, {"approval": "human:carol"})
+		with data.engram.config as config
+	d == {"required": true, "ttl_seconds": 300, "reasons": ["default_require"]}
 }

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engram_memory.cli import checkpoint as checkpoint_cli
+from engram_memory.cli import proofs as proofs_cli
 from engram_memory.cli.audit_parsers import add_access_arguments, add_query_parsers
 from engram_memory.contract.exceptions import (
     ConfigurationError,
@@ -45,6 +46,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     add_access_arguments(verify)
     checkpoint_cli.add_verify_flags(verify)
+    proofs_cli.add_parsers(audit_sub)
     export = audit_sub.add_parser("export", help="write Parquet + manifest for DuckDB users")
     export.add_argument("--data-dir", default=".engram")
     export.add_argument("--out", required=True, help="output directory")
@@ -185,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     if args.audit_command == "export":
         return export_command(args)  # admin/audit_access.py: through a running server too
     handled = checkpoint_cli.run(args)
+    if handled is None:
+        handled = proofs_cli.run(args)
     if handled is not None:
         return handled
     who = operator_of(args)

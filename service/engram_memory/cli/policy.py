@@ -63,14 +63,29 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     validate.add_argument("--policies", default="policies", help="policy YAML directory")
     validate.add_argument("--strict", action="store_true", help="exit 1 when there is any warning")
 
+    try_pattern = policy_sub.add_parser(
+        "try-pattern", help="show what a never-store pattern matches in sample text"
+    )
+    try_pattern.add_argument("name", help="the pattern's name in policy data")
+    try_pattern.add_argument("text", help="sample text to try it on")
+    try_pattern.add_argument("--policies", default="policies", help="policy YAML directory")
+
     diff = policy_sub.add_parser(
         "diff",
         help="compare two bundles or source trees: data, Rego and the decisions that change",
     )
     diff.add_argument(
-        "a", help="bundle directory (bundle.lock.json) or source tree (rego/, policies/)"
+        "a",
+        nargs="?",
+        help="bundle directory (bundle.lock.json) or source tree (rego/, policies/)",
     )
-    diff.add_argument("b", help="bundle directory or source tree to compare A with")
+    diff.add_argument("b", nargs="?", help="bundle directory or source tree to compare A with")
+    diff.add_argument(
+        "--against",
+        metavar="BUNDLE",
+        help="compare this bundle (`shipped`: the one in the package) with the one tree"
+        " named (default .)",
+    )
     diff.add_argument("--json", action="store_true", help="the whole report as JSON on stdout")
     diff.add_argument(
         "--limit", type=int, default=200, help="decision changes listed in text (default 200)"
@@ -121,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigurationError(
                     "--tests needs --out: the shipped bundle uses policies/tests"
                 )
+            _require_checkout("build")
             identity = build_default_bundle(
                 opa_bin=args.opa, progress=_progress, run_tests=not args.skip_tests
             )
@@ -138,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         print(identity.revision)
         return 0
     if command == "check":
+        _require_checkout("check")
         stale = [] if default_bundle_is_current() else ["content digest"]
         if not stale and args.rebuild:
             stale = shipped_bundle_differs(opa_bin=args.opa, progress=_progress)
@@ -151,11 +168,16 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if command == "validate":
         return run_validate(args.policies, strict=args.strict)
+    if command == "try-pattern":
+        from engram_memory.policy.authoring.mistakes import run_try_pattern
+
+        return run_try_pattern(args.policies, args.name, args.text)
     if command == "diff":
         # Imported here: it loads the Wasm runtime, which no other command of this CLI needs.
         from engram_memory.policy.authoring.diff import run_diff
 
-        return run_diff(args.a, args.b, as_json=args.json, limit=args.limit, opa_bin=args.opa)
+        a, b = _diff_sides(args.a, args.b, args.against)
+        return run_diff(a, b, as_json=args.json, limit=args.limit, opa_bin=args.opa)
     if command in SIGNING_COMMANDS:
         return run_signing(args)
     if command == "verify":
@@ -163,3 +185,61 @@ def run(args: argparse.Namespace) -> int:
     identity = verify_bundle(args.bundle_dir)
     print(f"revision {identity.revision}\ndigest {identity.digest}")
     return 0
+
+
+SHIPPED = "shipped"
+
+
+def _diff_sides(a: str | None, b: str | None, against: str | None) -> tuple[str, str]:
+    """`diff A B`, or `diff --against BUNDLE [TREE]` (TREE default `.`); `shipped` names the
+    bundle in the package wherever a side is named and no such path exists.
+
+    Raises:
+        ConfigurationError: the sides are not named one of those two ways.
+    """
+    if against is not None:
+        if b is not None:
+            raise ConfigurationError("with --against, name one bundle or tree to compare")
+        sides = (against, a or ".")
+    elif a is None or b is None:
+        raise ConfigurationError("name two bundles or trees, or use --against shipped [TREE]")
+    else:
+        sides = (a, b)
+    first, second = (
+        str(DEFAULT_BUNDLE_DIR) if side == SHIPPED and not Path(side).exists() else side
+        for side in sides
+    )
+    return first, second
+
+
+def _require_checkout(command: str) -> None:
+    """`build` and `check` without paths work on the source checkout the package runs
+    from; an installed package has none, so say what to run instead.
+
+    Raises:
+        ConfigurationError: no `rego/` and `policies/` beside the package.
+    """
+    from engram_memory.contract.exceptions import BundleError
+    from engram_memory.policy.authoring.default_bundle import default_sources
+
+    try:
+        default_sources()
+    except BundleError:
+        here = Path("rego").is_dir() and Path("policies").is_dir()
+        if command == "build":
+            advice = (
+                "run `engram-memory policy build --rego rego --policies policies --out bundle`"
+                if here
+                else "build your own with `engram-memory policy build --rego DIR"
+                " --policies DIR --out DIR`"
+            )
+            raise ConfigurationError(
+                "this installed package has no sources to rebuild its shipped bundle from: "
+                + advice
+            ) from None
+        raise ConfigurationError(
+            "`policy check` compares the shipped bundle with the source checkout it came"
+            " from, which an installed package does not have: check a bundle you built with"
+            " `engram-memory policy verify DIR`, or compare it with"
+            " `engram-memory policy diff --against shipped DIR`"
+        ) from None

@@ -31,7 +31,9 @@ def _binding_flags(parser: argparse.ArgumentParser, required: bool) -> None:
     )
     parser.add_argument("--bundle", default=str(DEFAULT_BUNDLE_DIR), help="bundle directory")
     parser.add_argument("--opa", help="evaluate on this OPA server URL instead of embedded Wasm")
-    parser.add_argument("--policies", help="YAML sources of the bundle, for file:line")
+    parser.add_argument(
+        "--policies", help="YAML sources of the bundle, for file:line (default ./policies)"
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -60,6 +62,10 @@ def add_parsers(policy_sub: Any) -> None:
     explain.add_argument("--citations", type=int, help="request_admission: citation count")
     explain.add_argument("--source-ref", action="append", help="request_admission")
     explain.add_argument("--attested", action="store_true", help="request_admission")
+    explain.add_argument("--approver", help="a confirmed call: the approving human (human:...)")
+    explain.add_argument(
+        "--approver-group", action="append", help="a group the host asserts for the approver"
+    )
     explain.add_argument("--operator", help="maintenance: the host operator (human:...)")
     explain.add_argument("--authority", help="maintenance: read | maintain")
     explain.add_argument("--operation", help="maintenance: the operation name")
@@ -115,6 +121,8 @@ def _explain_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
         operator=args.operator,
         authority=args.authority,
         operation=args.operation,
+        approver=args.approver,
+        approver_groups=args.approver_group,
     )
     if args.host_memory_disabled:
         call["host_memory_enabled"] = False
@@ -135,6 +143,8 @@ def _source_map(args: argparse.Namespace, data: bytes) -> SourceMap | None:
 
     if args.policies is not None:
         policies = Path(args.policies)
+    elif Path("policies").is_dir():
+        policies = Path("policies")  # an author runs this where their sources are
     else:
         try:
             policies = default_sources()[1]

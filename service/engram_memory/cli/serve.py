@@ -184,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
                 _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
             if config.checkpoint_key is None:  # once the store is served, not on a refusal
                 warn_unsigned()
+            if service.services.startup_audit is not None:
+                _say(service.services.startup_audit.summary())
             if args.transport == "stdio":
                 anyio.run(serve_stdio, service, stop, max_request_bytes, language)
             else:

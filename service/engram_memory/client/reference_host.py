@@ -145,9 +145,15 @@ class ReferenceHost:
         return CallOutcome(dict(result.structured_content or {}), bool(result.is_error), text)
 
     def confirmation_for(
-        self, tool: str, arguments: Mapping[str, Any], target: str, approver: str
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        target: str,
+        approver: str,
+        approver_groups: list[str] | None = None,
     ) -> str:
-        """Mint the confirmation a human gave for exactly this call."""
+        """Mint the confirmation a human gave for exactly this call (with the groups this
+        host asserts for the approver, for four-eyes rules, when given)."""
         binding = ConfirmationBinding(
             cap=tool,
             target=target,
@@ -155,7 +161,9 @@ class ReferenceHost:
             session=self.binding.session,
             principal=self.binding.principal,
         )
-        return mint_confirmation(self.signer, binding, approver=approver)
+        return mint_confirmation(
+            self.signer, binding, approver=approver, approver_groups=approver_groups
+        )
 
     async def call_confirmed(
         self, tool: str, arguments: Mapping[str, Any], target: str, approve: Approver

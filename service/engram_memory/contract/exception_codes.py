@@ -43,6 +43,8 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.StoreRefusal: x.StoreRefusal.exit_code,
     x.StoreBehindAnchor: x.StoreBehindAnchor.exit_code,
     x.StoreDamaged: x.StoreDamaged.exit_code,
+    # The same status as a checkpoint that does not verify: the trail is not what was signed.
+    x.AuditTrailUntrusted: EXIT_UNTRUSTED,
     x.StoreUnavailable: ErrorCode.STORE_UNAVAILABLE,
     x.CommitOutcomeUnknown: ErrorCode.MUTATION_OUTCOME_UNKNOWN,
     x.StoreCorrupt: ErrorCode.JOURNAL_CORRUPT,
@@ -54,6 +56,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.AnchorInvalid: x.StoreBehindAnchor.exit_code,
     x.AuditChainBroken: EXIT_FAILED,
     x.ExportChainBroken: EXIT_FAILED,
+    x.ProofInvalid: EXIT_FAILED,
     x.ArchiveInvalid: ErrorCode.BACKUP_INVALID,
     x.ArchiveForeign: ErrorCode.RESTORE_REFUSED,
     x.KeyDirectoryInconsistent: EXIT_FAILED,

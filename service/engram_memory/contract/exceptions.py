@@ -27,6 +27,9 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
         StoreRefusal                exit 1 (its `exit_code`)
             StoreBehindAnchor       exit 3
             StoreDamaged            exit 4
+            AuditTrailUntrusted     exit 5 (start-up: the trail does not verify against its
+                                    signed checkpoint)
+        ProofInvalid                exit 1 (`audit verify-proof`)
         StoreUnavailable            STORE_UNAVAILABLE
             CommitOutcomeUnknown    MUTATION_OUTCOME_UNKNOWN
             StoreCorrupt            JOURNAL_CORRUPT (never retriable)
@@ -167,6 +170,18 @@ class StoreDamaged(StoreRefusal):
     """The store file failed a checksum or header check."""
 
     exit_code = 4
+
+
+class AuditTrailUntrusted(StoreRefusal):
+    """Start-up found an audit entry rewritten since the last signed checkpoint (or, with
+    none, one that does not re-derive): the trail is not what was signed, so nothing is
+    served on top of it (core/startup_audit.py)."""
+
+    exit_code = 5
+
+
+class ProofInvalid(EngramError):
+    """A Merkle inclusion or consistency proof does not lead to the signed root(s)."""
 
 
 class BundleError(ConfigurationError):

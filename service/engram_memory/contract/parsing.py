@@ -130,7 +130,7 @@ def validate_arguments(
     except ValidationError as exc:
         raise _schema_failure(name, arguments, exc, detector) from None
     if holds_secret(name, arguments, detector):
-        raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:never_store")
+        raise ToolError(ErrorCode.INVALID_SCHEMA, _never_store_detail(name, arguments, detector))
     return ParsedArguments(tool=name, model=model, arguments=arguments)
 
 
@@ -188,7 +188,8 @@ def _schema_failure(
         more = again.errors(include_url=False, include_input=False, include_context=False)
         return ToolError(ErrorCode.INVALID_SCHEMA, detail + ";" + _detail(more))
     if holds_secret(tool, repaired, detector):
-        return ToolError(ErrorCode.INVALID_SCHEMA, detail + ";arguments:never_store")
+        never_store = _never_store_detail(tool, repaired, detector)
+        return ToolError(ErrorCode.INVALID_SCHEMA, detail + ";" + never_store)
     return ToolError(ErrorCode.INVALID_DIGEST, detail)
 
 
@@ -226,6 +227,19 @@ def holds_secret(
     if tool in (ToolName.WITHDRAW, ToolName.FORGET):
         return detector.any_secret(_strings([arguments.get("reason_ref")]))
     return False
+
+
+def _never_store_detail(
+    tool: ToolName, arguments: Mapping[str, JsonValue], detector: SecretDetector
+) -> str:
+    """`arguments:never_store:<name>` when a policy-data pattern refused the call (the audit
+    names the pattern, never what it matched), else `arguments:never_store`."""
+    if tool is ToolName.CAPTURE:
+        scanned = [arguments.get("payload"), arguments.get("evidence")]
+        shape = detector.policy_shape(list(_strings(scanned)), _seam_fields(arguments))
+    else:
+        shape = detector.policy_shape(list(_strings([arguments.get("reason_ref")])), ())
+    return "arguments:never_store" if shape is None else f"arguments:never_store:{shape}"
 
 
 def _seam_fields(arguments: Mapping[str, JsonValue]) -> list[str]:

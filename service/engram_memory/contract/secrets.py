@@ -180,6 +180,34 @@ def _seam_view(fields: Sequence[str]) -> str:
     return "".join(parts)
 
 
+# A policy-data shape travels in the bundle as `(?#never-store:<name>)<regex>`: a regular
+# expression comment, so the pattern matches exactly as written, and the name rides along
+# to the audit (`arguments:never_store:<name>`) without another field in the decision.
+_NAME_OPEN = "(?#never-store:"
+UNNAMED_SHAPE = "unnamed"
+
+
+def named_pattern(name: str, regex: str) -> str:
+    """`regex` carrying its policy-data `name` (a `Name`: no `)` in it)."""
+    return f"{_NAME_OPEN}{name}){regex}"
+
+
+def pattern_name(pattern: str) -> str:
+    """The name a policy-data pattern carries, or `unnamed` (a bundle built without)."""
+    if pattern.startswith(_NAME_OPEN):
+        name, closed, _ = pattern[len(_NAME_OPEN) :].partition(")")
+        if closed and name:
+            return name
+    return UNNAMED_SHAPE
+
+
+def _extra_views(received: str) -> set[str]:
+    """What policy-data patterns see of a text: as received, folded, and folded with
+    separator runs between letters or digits made a hyphen or a space."""
+    folded = fold_for_detection(received)
+    return {received, folded, _SEPARATOR_RUN.sub("-", folded), _SEPARATOR_RUN.sub(" ", folded)}
+
+
 class SecretDetector:
     """Recognizes secret shapes in text (SPEC §11).
 
@@ -187,7 +215,7 @@ class SecretDetector:
     on purpose: the match is never handed out.
     """
 
-    __slots__ = ("_extra",)
+    __slots__ = ("_extra", "_names")
 
     def __init__(self, extra_patterns: Sequence[str] = ()) -> None:
         """Compile `extra_patterns`. The built-in rules, the keyword automaton and the
@@ -204,6 +232,7 @@ class SecretDetector:
             except re.error as exc:
                 raise ConfigurationError("invalid never-store pattern in policy data") from exc
         self._extra: tuple[re.Pattern[str], ...] = tuple(compiled)
+        self._names = tuple(pattern_name(pattern) for pattern in extra_patterns)
 
     def contains_secret(self, text: str) -> bool:
         """True if `text`, any fold or decoding of it, holds a secret shape."""
@@ -228,9 +257,22 @@ class SecretDetector:
         return self._scan(fold_for_detection(text), 0, budget, triggers_allowed=True)
 
     def _extra_matches(self, received: str) -> bool:
-        folded = fold_for_detection(received)
-        views = {received, folded, _SEPARATOR_RUN.sub("-", folded), _SEPARATOR_RUN.sub(" ", folded)}
+        views = _extra_views(received)
         return any(p.search(view) is not None for p in self._extra for view in views)
+
+    def policy_shape(self, strings: Sequence[str], seam_fields: Sequence[str]) -> str | None:
+        """For the audit of a refusal: the name of the first policy-data pattern the text
+        shows as received or folded (the views `capture_holds_secret` scans first); None
+        when a built-in shape, or a pattern seen only through a decoding, refused it. The
+        pattern's name, never what it matched."""
+        texts = [_FIELD_JOINER.join(strings)]
+        if len(seam_fields) > 1:
+            texts.append(_seam_view(seam_fields))
+        views = set().union(*(_extra_views(text) for text in texts))
+        for pattern, name in zip(self._extra, self._names, strict=True):
+            if any(pattern.search(view) is not None for view in views):
+                return name
+        return None
 
     def _scan(
         self, folded: str, depth: int, budget: DecodeBudget, *, triggers_allowed: bool

@@ -31,6 +31,7 @@ from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.core.search_index import SemanticSetup, follow_store
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.core.service_config import ServiceConfig
+from engram_memory.core.startup_audit import verify_trail_at_startup
 from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -139,7 +140,8 @@ def _attach_call_log(database: Database, config: ServiceConfig, root_key: RootKe
 def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iterator[Services]:
     """Raises: ConfigurationError: keys, data directory (another user's entry), policy
     engine or store unusable (one line, named);
-    StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`)."""
+    StoreDamaged / StoreBehindAnchor: the store must not be served (see `open_store`);
+    AuditTrailUntrusted: an audit entry was rewritten since the last signed checkpoint."""
     root_key = RootKey.load(config.root_key)
     host_keys = HostKeyring.from_file(config.host_keys, config.store_audience)
     checkpoint_key = load_checkpoint_key(config.checkpoint_key)
@@ -154,6 +156,10 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
     ) as (engine, identity):
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
+            startup_audit = None
+            if not tolerate_loss:  # accept-loss repairs a store that cannot pass this yet
+                public = None if checkpoint_key is None else checkpoint_key.public
+                startup_audit = verify_trail_at_startup(database, public)
             # The store will be served: what was found looser than 0700/0600 is tightened.
             secure_data_dir(config.data_dir)
             keys = _settled_keys(database, config, grace_s)
@@ -171,6 +177,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                 clock_ms=_clock_ms,
                 search_index=follow_store(database, _semantic_setup(keys, root_key)),
                 checkpoint_key=checkpoint_key,
+                startup_audit=startup_audit,
             )
             checkpoints = None
             if checkpoint_key is not None:

@@ -19,6 +19,7 @@ from engram_memory.core.failpoints import UnsafeFailpoints
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.core.rate_limits import RateLimiter
 from engram_memory.core.search_index import SearchIndex
+from engram_memory.core.startup_audit import StartupAudit
 from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
@@ -57,6 +58,8 @@ class Services:
     search_index: SearchIndex | None = None
     # Signs audit checkpoints and export manifests (core/checkpoints.py); None: unsigned.
     checkpoint_key: CheckpointSigningKey | None = None
+    # What the start-up check of the audit trail did (core/startup_audit.py); None: skipped.
+    startup_audit: StartupAudit | None = None
 
 
 @dataclass(frozen=True)

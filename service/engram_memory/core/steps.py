@@ -99,6 +99,15 @@ def pass_confirmation_gate(
         )
     except TokenInvalid as exc:
         raise ToolError(ErrorCode.gate_failed, f"confirmation refused: {exc}") from exc
+    approval = ctx.services.decider.approval(
+        ctx.subject, ctx.tool, verified.approver, verified.approver_groups
+    )
+    audit.decided(approval.decision)
+    if not approval.approved:
+        # The rule names are policy text, never the approver: the audit row already binds
+        # the approval decision's receipt, whose input names who it was.
+        rules = ",".join(approval.refused_by) or "none"
+        raise ToolError(ErrorCode.gate_failed, f"approval refused by rule {rules}")
     with ctx.services.database.reading(audit_complete=False) as tx:
         if memory.confirmation_used(tx, verified.jti):
             raise ToolError(ErrorCode.gate_failed, "confirmation already used")

@@ -11,6 +11,8 @@ A confirmation travels in `_meta["engram-memory/confirmation"]` as a compact JWS
 | session, principal | must equal the invocation context's |
 | approver | the human who said yes: `human:<subject>`, the subject non-blank, at most |
 |  | 256 bytes, without surrounding whitespace or control/format characters |
+| approver_groups | optional: the `group:<name>` groups the host asserts for the approver |
+|  | (at most 64, well-formed); absent: the host asserts none (four-eyes rules by group refuse) |
 | iat, resolved_at, exp | seconds; `exp - iat` <= 300 (policy may shorten); execution |
 |  | must start within 30 s of `resolved_at` |
 | jti | single-use id, consumed atomically by the first call that passes the gate |
@@ -23,9 +25,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from engram_memory.contract.exceptions import TokenInvalid
+from engram_memory.contract.groups import canonical_groups
 from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.host.keys import HostKeyring, HostSigningKey
 from engram_memory.host.tokens import require_str, sign, verify
@@ -60,6 +65,8 @@ class VerifiedConfirmation:
     expires_at_s: int
     resolved_at_s: int
     op: str
+    # None: the host asserted no groups for the approver (not the same as an empty list).
+    approver_groups: tuple[str, ...] | None = None
 
 
 def check_approver(approver: str) -> None:
@@ -112,8 +119,26 @@ def verify_confirmation(
     if now > resolved + EXECUTION_WINDOW_S:
         raise TokenInvalid("execution window passed")
     return VerifiedConfirmation(
-        require_str(claims, "jti", 128), approver, iat, exp, resolved, expected.op
+        require_str(claims, "jti", 128),
+        approver,
+        iat,
+        exp,
+        resolved,
+        expected.op,
+        _approver_groups(claims),
     )
+
+
+def _approver_groups(claims: Mapping[str, Any]) -> tuple[str, ...] | None:
+    groups = claims.get("approver_groups")
+    if groups is None:
+        return None
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise TokenInvalid("approver_groups is not a list of group references")
+    try:
+        return tuple(canonical_groups(groups))
+    except ValueError as exc:
+        raise TokenInvalid("approver_groups malformed") from exc
 
 
 def mint_confirmation(
@@ -125,10 +150,12 @@ def mint_confirmation(
     now_s: int | None = None,
     resolved_at_s: int | None = None,
     jti: str | None = None,
+    approver_groups: list[str] | None = None,
 ) -> str:
-    """Mint a confirmation once a human said yes (reference host and tests)."""
+    """Mint a confirmation once a human said yes (reference host and tests); pass
+    `approver_groups` to assert the approver's groups for four-eyes rules."""
     iat = int(time.time()) if now_s is None else now_s
-    claims = {
+    claims: dict[str, object] = {
         "cap": binding.cap,
         "target": binding.target,
         "op": binding.op,
@@ -140,4 +167,6 @@ def mint_confirmation(
         "exp": iat + lifetime_s,
         "jti": jti or uuid.uuid4().hex,
     }
+    if approver_groups is not None:
+        claims["approver_groups"] = approver_groups
     return sign(claims, signer, CONFIRMATION_TYP)

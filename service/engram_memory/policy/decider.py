@@ -32,6 +32,9 @@ from engram_memory.policy.decisions import (
     AllowResult as AllowResult,
 )
 from engram_memory.policy.decisions import (
+    ApprovalResult as ApprovalResult,
+)
+from engram_memory.policy.decisions import (
     AuthzResult as AuthzResult,
 )
 from engram_memory.policy.decisions import (
@@ -58,6 +61,7 @@ from engram_memory.policy.result_shapes import (
     AdmissionShape,
     AdmissionUnconfiguredShape,
     AllowShape,
+    ApprovalShape,
     AuthzShape,
     ConfirmationShape,
     DiscoveryShape,
@@ -222,6 +226,30 @@ class PolicyDecider:
         parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, ConfirmationShape)
         return ConfirmationRequirement(
             required=parsed.required, ttl_seconds=parsed.ttl_seconds, decision=decision
+        )
+
+    def approval(
+        self,
+        subject: Subject,
+        tool: str,
+        approver: str,
+        approver_groups: Sequence[str] | None,
+    ) -> ApprovalResult:
+        """May `approver` (with the groups the host asserted, None: none asserted) approve
+        the subject's call of `tool` (four-eyes). The subject's principal is the requester.
+
+        Raises:
+            PolicyUnavailable: also when the result carries no approval (a bundle that
+                does not decide approvals approves nothing).
+            PolicyStale
+        """
+        approval: dict[str, Any] = {"approver": approver}
+        if approver_groups is not None:
+            approval["approver_groups"] = list(approver_groups)
+        policy_input = {**subject.as_input(), "tool": tool, "approval": approval}
+        parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, ApprovalShape)
+        return ApprovalResult(
+            approved=parsed.approved, refused_by=tuple(parsed.refused_by), decision=decision
         )
 
     def retention(

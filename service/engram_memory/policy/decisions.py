@@ -114,6 +114,16 @@ class ConfirmationRequirement:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalResult:
+    """May this human approve this principal's call (four-eyes); `refused_by` names the
+    approval rules that refused."""
+
+    approved: bool
+    refused_by: tuple[str, ...]
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
 class RetentionResult:
     allow: bool
     expires_at_ms: int | None

@@ -74,6 +74,14 @@ class ConfirmationShape(ResultShape):
     reasons: ReasonList
 
 
+class ApprovalShape(ConfirmationShape):
+    """The confirmation decision asked with approval facts (four-eyes): both keys must be
+    there, so a bundle that does not decide approvals approves nothing."""
+
+    approved: bool
+    refused_by: SortedStrings
+
+
 class RetentionShape(ResultShape):
     allow: bool
     expires_at_ms: Millis | None = None

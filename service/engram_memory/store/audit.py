@@ -329,7 +329,7 @@ def _approval_fields(approval: ApprovalEvidence | None) -> dict[str, JsonValue]:
     return dict(zip(_APPROVAL_COLUMNS, values, strict=True))
 
 
-def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
+def _stored_approvals(tx: Transaction, after: int = 0) -> dict[int, dict[str, JsonValue]]:
     """The confirmation columns that are set, of every entry with any, by sequence (each
     column joins the hashed entry only when set: a half-erased approval does not verify)."""
     return {
@@ -338,7 +338,7 @@ def _stored_approvals(tx: Transaction) -> dict[int, dict[str, JsonValue]]:
             for column, value in zip(_APPROVAL_COLUMNS, row[1:], strict=True)
             if value is not None
         }
-        for row in tx.fetchall(_Q["scan_approvals"])
+        for row in tx.fetchall(_Q["scan_approvals"], [after])
     }
 
 
@@ -348,7 +348,6 @@ def verify(tx: Transaction) -> tuple[int, int]:
     Raises:
         AuditChainBroken: the first defect found.
     """
-    previous, expected = ZERO_DIGEST, 1
     known_receipts: set[str] = set()
     receipts = 0
     for row in tx.fetchall(_Q["scan_receipts"]):
@@ -368,8 +367,26 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"receipt {row[0]} does not re-derive")
         known_receipts.add(str(row[12]))
         receipts += 1
-    approvals = _stored_approvals(tx)
-    for row in tx.fetchall(_Q["scan"]):
+    return _verify_entries(tx, 0, ZERO_DIGEST, known_receipts), receipts
+
+
+def verify_since(tx: Transaction, sequence: int, entry_hash: str) -> int:
+    """Re-derive the entries after `sequence`, the first linked from `entry_hash` (a signed
+    checkpoint's head, which the caller has matched with the stored entry); return how many
+    were checked. Receipts are left to `verify` (start-up: core/startup_audit.py).
+
+    Raises:
+        AuditChainBroken: an entry does not link or re-derive.
+    """
+    return _verify_entries(tx, sequence, entry_hash, None) - sequence
+
+
+def _verify_entries(tx: Transaction, after: int, previous: str, known: set[str] | None) -> int:
+    """Re-derive the entries after `after`, the first linked from `previous`; return the
+    last sequence checked. `known` None: the receipts named are not looked up."""
+    approvals = _stored_approvals(tx, after)
+    expected = after + 1
+    for row in tx.fetchall(_Q["scan"], [after]):
         entry: dict[str, JsonValue] = dict(zip(_COLUMNS, row[:16], strict=True))
         entry["sequence"] = int(row[0])
         entry["target_ids"] = json.loads(row[9])
@@ -382,11 +399,10 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"gap or broken link at entry {expected}")
         if _entry_hash(entry) != row[16]:
             raise AuditChainBroken(f"entry {expected} hash does not re-derive")
-        missing = [d for d in entry["receipt_digests"] if d not in known_receipts]
-        if missing:
+        if known is not None and any(d not in known for d in entry["receipt_digests"]):
             raise AuditChainBroken(f"entry {expected} names a receipt that is not stored")
         previous, expected = str(row[16]), expected + 1
-    return expected - 1, receipts
+    return expected - 1
 
 
 def prepared_row_hash(row: Sequence[Any], approval: Sequence[Any] = ()) -> str:

@@ -45,6 +45,12 @@ def stored_documents(tx: Transaction) -> list[str]:
     return [str(row[0]) for row in tx.fetchall(_Q["stored"])]
 
 
+def latest_documents(tx: Transaction, key_id: str, limit: int) -> list[str]:
+    """The newest `limit` kept checkpoint documents of `key_id`, newest audit head first
+    (unverified)."""
+    return [str(row[0]) for row in tx.fetchall(_Q["latest_by_key"], [key_id, limit])]
+
+
 def entry_hash_at(tx: Transaction, sequence: int) -> str | None:
     row = tx.fetchone(_Q["entry_hash_at"], [sequence])
     return None if row is None else str(row[0])

@@ -50,7 +50,7 @@ DOMAIN_OF_PATH = {
 EXPECTABLE: dict[str, frozenset[str]] = {
     "discovery": frozenset({"allow"}),
     "authz": frozenset({"allow", "redaction_rule"}),
-    "confirmation": frozenset({"required", "ttl_seconds"}),
+    "confirmation": frozenset({"required", "ttl_seconds", "approved", "refused_by"}),
     "retention": frozenset({"allow", "expires_at_ms"}),
     "reconciliation": frozenset({"allow"}),
     "semantic": frozenset({"allow"}),
@@ -121,6 +121,10 @@ class ToolCall(_Strict):
     operator: Ref | None = None
     authority: Literal["read", "maintain"] = "read"
     operation: Ref = "explain"
+    # a confirmed call: the human who approves it and the groups the host asserts for them
+    # (four-eyes); the confirmation question then carries these approval facts
+    approver: Ref | None = None
+    approver_groups: list[GroupRef] | None = Field(default=None, max_length=64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +256,11 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
     else:
         subject, tool = subject_of(binding), call.tool
         _asked(recorder, lambda: decider.discovery(subject, call.host_memory_enabled))
-        if tool not in READ_TOOLS:
+        approver = call.approver
+        if approver is not None:
+            groups = call.approver_groups
+            _asked(recorder, lambda: decider.approval(subject, tool, approver, groups))
+        elif tool not in READ_TOOLS:
             _asked(recorder, lambda: decider.confirmation(subject, tool))
         _asked(recorder, lambda: decider.authz(subject, tool))
         if tool == ToolName.SEARCH:
@@ -300,6 +308,9 @@ def summarize(domain: str, tool: str, result: object) -> dict[str, Any]:
     elif domain == "confirmation":
         out["required"] = result.get("required")
         out["ttl_seconds"] = result.get("ttl_seconds")
+        if "approved" in result:
+            out["approved"] = result.get("approved")
+            out["refused_by"] = result.get("refused_by")
     elif domain == "admission":
         out["outcome"] = result.get("decision")
     else:

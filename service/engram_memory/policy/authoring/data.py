@@ -142,9 +142,27 @@ class ConfirmationSelector(_Model):
     roles: list[Name] | None = Field(default=None, min_length=1)
 
 
+class ApprovalRule(_Model):
+    """Four-eyes: who may approve a confirmed call (checked once the host's confirmation
+    verifies). A rule refuses the approver when any condition it names fails; the audit
+    names the rule."""
+
+    name: Name
+    tools: list[ToolNameText] = Field(min_length=1)
+    not_requester: bool = False
+    groups: list[GroupRef] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> ApprovalRule:
+        if not self.not_requester and not self.groups:
+            raise ValueError("name at least one condition: `not_requester: true` or `groups`")
+        return self
+
+
 class Confirmation(_Model):
     ttl_seconds: Annotated[int, Field(ge=1, le=300)] | None = None
     require: list[ConfirmationSelector] = Field(default_factory=list)
+    approval: list[ApprovalRule] = Field(default_factory=list)
 
 
 class PrefixRule(_Model):
@@ -238,6 +256,9 @@ class TenantPolicy(_Model):
     response_ceiling_bytes: Annotated[int, Field(ge=4096, le=67_108_864)] | None = None
     retention: Retention | None = None
     never_store: NeverStore | None = None
+    # The groups the host's identity provider asserts that this tenant's rules name: a
+    # declaration `policy validate` checks every grant and approval rule against.
+    groups: list[GroupRef] | None = None
     workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
 
 
@@ -266,17 +287,24 @@ def _check_retention(
         source.report((*loc, "default_ttl"), "default_ttl exceeds ceiling")
 
 
+def _check_unique_names(
+    source: YamlSource, loc: Path_, rules: Sequence[ApprovalRule | RateLimit], kind: str
+) -> None:
+    names: dict[str, int] = {}
+    for position, rule in enumerate(rules):
+        if rule.name in names:
+            source.report(
+                (*loc, position, "name"),
+                f"duplicate {kind} rule name (also rule {names[rule.name]})",
+            )
+        names.setdefault(rule.name, position)
+
+
 def _check_rate_limits(
     source: YamlSource, loc: Path_, limits: Sequence[RateLimit], roles: Mapping[str, Any]
 ) -> None:
-    names: dict[str, int] = {}
+    _check_unique_names(source, loc, limits, "rate limit")
     for position, limit in enumerate(limits):
-        if limit.name in names:
-            source.report(
-                (*loc, position, "name"),
-                f"duplicate rate limit name (also rule {names[limit.name]})",
-            )
-        names.setdefault(limit.name, position)
         _check_roles(source, (*loc, position, "roles"), limit.roles, roles)
 
 
@@ -314,6 +342,9 @@ def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
                     req.roles,
                     ws.roles,
                 )
+            _check_unique_names(
+                source, (*base, "confirmation", "approval"), ws.confirmation.approval, "approval"
+            )
         _check_rate_limits(source, (*base, "rate_limits"), ws.rate_limits, ws.roles)
         adjudicate = ws.admission.adjudicate if ws.admission is not None else None
         if adjudicate is not None and not (

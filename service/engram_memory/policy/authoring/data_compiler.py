@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from engram_memory.contract.secrets import named_pattern
 from engram_memory.policy.authoring.data import (
     Retention,
     TenantPolicy,
@@ -72,6 +73,16 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
             require.setdefault(req.tool, []).append(_selector(req.principals, req.roles))
         if ws.confirmation.ttl_seconds is not None:
             confirmation["ttl_seconds"] = ws.confirmation.ttl_seconds
+        if ws.confirmation.approval:
+            confirmation["approval"] = [
+                {
+                    "name": rule.name,
+                    "tools": sorted(set(rule.tools)),
+                    "not_requester": rule.not_requester,
+                    "groups": sorted(set(rule.groups)),
+                }
+                for rule in ws.confirmation.approval
+            ]
     families = ws.reconciliation.consented_families if ws.reconciliation else []
     semantic_purposes = ws.semantic_search.purposes if ws.semantic_search else []
     out: dict[str, Any] = {
@@ -90,7 +101,10 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
     # Tenant and workspace shapes add up: a workspace can only refuse more.
     shapes = [*(policy.never_store.patterns if policy.never_store else [])]
     shapes += ws.never_store.patterns if ws.never_store else []
-    out["never_store_patterns"] = sorted({shape.regex for shape in shapes})
+    # Each carries its name in a regex comment, so a refusal's audit can name the pattern.
+    out["never_store_patterns"] = sorted(
+        {named_pattern(shape.name, shape.regex) for shape in shapes}
+    )
     out["rate_limits"] = [
         {
             "name": limit.name,

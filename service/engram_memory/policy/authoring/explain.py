@@ -96,6 +96,8 @@ class Attribution:
             for index, _ in enumerate(requires if isinstance(requires, list) else []):
                 path = (*base, "confirmation", "require", tool, index)
                 out.append(self._entry(f"confirmation selector for {tool}", path))
+            if "approved" in result:
+                out += self._approval(ws, base, tool, result)
             if "ttl_seconds" in _obj(ws.get("confirmation")):
                 out.append(self._entry("confirmation TTL", (*base, "confirmation", "ttl_seconds")))
         if domain == "retention":
@@ -122,6 +124,21 @@ class Attribution:
                 out.append(self._entry(why, (*base, "semantic_search")))
         if domain == "admission":
             out += self._admission(ws, base, reasons)
+        return out
+
+    def _approval(
+        self, ws: Mapping[str, Any], base: DataPath, tool: str, result: Mapping[str, Any]
+    ) -> list[dict[str, str]]:
+        """The four-eyes rules for `tool`: each one that refused, or that let it through."""
+        refused = set(result.get("refused_by") or [])
+        rules = _obj(ws.get("confirmation")).get("approval")
+        out = []
+        for index, rule in enumerate(rules if isinstance(rules, list) else []):
+            if tool in _obj(rule).get("tools", []):
+                name = str(_obj(rule).get("name"))
+                verdict = "refused the approver" if name in refused else "lets the approver through"
+                path: DataPath = (*base, "confirmation", "approval", index)
+                out.append(self._entry(f"approval rule {name} {verdict}", path))
         return out
 
     def _grants(
@@ -196,6 +213,9 @@ def verdict(domains: list[dict[str, Any]]) -> str:
             return f"POLICY_UNAVAILABLE ({domain}: {summary['error']})"
         if domain == "discovery" and not summary["allow"]:
             return "refused: the tool is not listed for this binding (unknown tool)"
+        if domain == "confirmation" and summary.get("approved") is False:
+            rules = ", ".join(summary.get("refused_by") or []) or "none"
+            return f"gate_failed: the approver may not approve it (rules: {rules})"
         if domain in {"authz", "retention", "reconciliation"} and not summary["allow"]:
             return f"UNAUTHORIZED ({domain} denies)"
         if domain == "maintenance":

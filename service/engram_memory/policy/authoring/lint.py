@@ -16,6 +16,7 @@ from pathlib import Path
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, dotted, read_yaml
 from engram_memory.contract.types import READ_TOOLS
+from engram_memory.policy.authoring import mistakes
 from engram_memory.policy.authoring.data import (
     Admission,
     RedactionRule,
@@ -280,8 +281,11 @@ def lint_policy(policy: TenantPolicy, source: YamlSource) -> list[LintWarning]:
             if not _TYPED.fullmatch(principal):
                 loc: Path_ = ("retention", "retain", "principals", index)
                 out.warn("missing-type-prefix", loc, _untyped_principal(principal))
+    mistakes.check_groups(out.warn, policy)
+    mistakes.check_patterns(out.warn, policy)
     for name, ws in policy.workspaces.items():
         base: Path_ = ("workspaces", name)
+        mistakes.check_shadowing(out.warn, ws, base)
         _check_redaction(out, policy, ws, base)
         _check_grant_redaction(out, ws, base)
         _check_adjudication(out, ws, base)

@@ -120,6 +120,12 @@ def _map_workspace(
             source,
             (*yaml_base, "confirmation", "require", position),
         )
+    for position, _rule in enumerate(_list(confirmation.get("approval"))):
+        out.add(
+            (*base, "confirmation", "approval", position),
+            source,
+            (*yaml_base, "confirmation", "approval", position),
+        )
     admission = _mapping(ws.get("admission"))
     out.add((*base, "admission"), source, (*yaml_base, "admission"))
     for key in admission:

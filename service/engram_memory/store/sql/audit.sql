@@ -31,7 +31,7 @@ SELECT sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, ses
        target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
        detail, previous_hash, entry_hash, transport, peer, reason, token_digest, occurrences, first_at,
        last_at
-FROM audit_entries ORDER BY sequence;
+FROM audit_entries WHERE sequence > ? ORDER BY sequence;
 
 -- name: insert_receipts
 -- All receipts of one or many entries in one statement: parallel lists unnested row-wise.
@@ -58,8 +58,9 @@ WHERE sequence = ?;
 SELECT sequence, approver, confirmation_jti, confirmation_issued_at, confirmation_resolved_at,
        confirmation_op_digest
 FROM audit_entries
-WHERE approver IS NOT NULL OR confirmation_jti IS NOT NULL OR confirmation_issued_at IS NOT NULL
-   OR confirmation_resolved_at IS NOT NULL OR confirmation_op_digest IS NOT NULL
+WHERE sequence > ?
+  AND (approver IS NOT NULL OR confirmation_jti IS NOT NULL OR confirmation_issued_at IS NOT NULL
+       OR confirmation_resolved_at IS NOT NULL OR confirmation_op_digest IS NOT NULL)
 ORDER BY sequence;
 
 -- name: claim_audit_ids

@@ -38,3 +38,8 @@ SELECT sequence, entry_hash FROM audit_entries WHERE sequence IN (SELECT unnest(
 -- name: event_hashes_at
 SELECT cursor, event_hash FROM journal_events
 WHERE scope_ref = ? AND cursor IN (SELECT unnest(?::BIGINT[]));
+
+-- name: latest_by_key
+-- The newest kept checkpoints of one key (start-up tries them until one verifies).
+SELECT document_json FROM audit_checkpoints WHERE key_id = ?
+ORDER BY audit_sequence DESC, signed_at DESC LIMIT ?;
