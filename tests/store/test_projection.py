@@ -288,3 +288,11 @@ def test_projecting_is_no_commit_of_the_call_on_this_thread(
     database.project()
     assert database.commits_on_this_thread() == before
     assert _count(database, "audit_entries") == 2
+
+
+def test_a_prepared_entry_re_derives_without_the_store() -> None:
+    batch = audit.prepare([_record(1), _record(2, claim_until=9)], (0, "sha256:" + "0" * 64))
+    assert [audit.prepared_row_hash(row) for row in batch.rows] == batch.hashes()
+    tampered = list(batch.rows[0])
+    tampered[8] = "denied"  # the outcome
+    assert audit.prepared_row_hash(tampered) != batch.hashes()[0]

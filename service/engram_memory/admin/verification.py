@@ -99,9 +99,13 @@ def _logged_entries(data_dir: Path, position: int) -> dict[int, str]:
     logged: dict[int, str] = {}
     for _, payload in records_after(where, position):
         batch = LoggedCall.decode(payload).batch
-        approvals = {int(a[0]): a for a in batch.approvals}
         for row in batch.rows:
-            if audit.prepared_row_hash(row, approvals.get(int(row[0]), ())) != row[16]:
+            try:
+                approval = next((a for a in batch.approvals if a[0] == row[0]), ())
+                derived = audit.prepared_row_hash(row, approval)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise AuditChainBroken("a call log entry is malformed") from exc
+            if derived != row[16]:
                 raise AuditChainBroken(f"call log entry {row[0]} hash does not re-derive")
             logged[int(row[0])] = str(row[16])
     return logged

@@ -407,12 +407,17 @@ def _verify_entries(tx: Transaction, after: int, previous: str, known: set[str] 
 
 def prepared_row_hash(row: Sequence[Any], approval: Sequence[Any] = ()) -> str:
     """The `entry_hash` a row of an `AuditBatch` (and the confirmation columns of its entry,
-    if any) re-derives to: a call log record's entry checked without the store."""
+    if any) re-derives to: a call log record's entry checked without the store.
+
+    Raises:
+        ValueError / KeyError: the row does not have the batch's shape.
+    """
     columns: dict[str, Any] = dict(zip(_COLUMNS, row[:16], strict=True))
     columns["target_ids_json"] = columns.pop("target_ids")
     columns["receipt_digests_json"] = columns.pop("receipt_digests")
     columns.update(zip(_STREAM_COLUMNS, row[17:], strict=True))
-    columns.update(zip(_APPROVAL_COLUMNS, approval[1:], strict=True))
+    if approval:
+        columns.update(zip(_APPROVAL_COLUMNS, approval[1:], strict=True))
     return entry_hash_of_columns(columns)
 
 
