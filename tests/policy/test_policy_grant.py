@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.contract.exceptions import GrantRefused
 from engram_memory.policy.authoring.data import load_policies
-from engram_memory.policy.authoring.grant import GrantRefused, apply_grant, plan_grant
+from engram_memory.policy.authoring.grant import apply_grant, plan_grant
 from tests.cli_runner import run_cli
 
 SHIPPED = Path(__file__).resolve().parents[2] / "policies"

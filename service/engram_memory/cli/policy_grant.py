@@ -60,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
             cannot be built (the YAML is restored first).
     """
     # Imported here: building the parser must stay cheap (cli/main.py).
+    from engram_memory.contract.exceptions import GrantRefused
     from engram_memory.policy.authoring.build import build_bundle
     from engram_memory.policy.authoring.default_bundle import build_default_bundle
     from engram_memory.policy.authoring.grant import (
-        GrantRefused,
         apply_grant,
         plan_grant,
         restore,

@@ -39,6 +39,7 @@ MAPPED_TO: dict[type[BaseException], Mapped] = {
     x.OpaServerStartError: EXIT_CONFIG,
     x.PolicyDataError: EXIT_CONFIG,
     x.DevIdpRefused: EXIT_CONFIG,
+    x.GrantRefused: EXIT_CONFIG,
     x.PolicyTestError: EXIT_CONFIG,
     x.StoreRefusal: x.StoreRefusal.exit_code,
     x.StoreBehindAnchor: x.StoreBehindAnchor.exit_code,

@@ -24,6 +24,7 @@ Classes outside `EngramError` keep the builtin base their handlers catch (`Value
             PolicyDataError         exit 2
             PolicyTestError         exit 2
             DevIdpRefused           exit 2 (`gateway dev-idp`: its `code`, DEV_IDP_*)
+            GrantRefused            exit 2 (`policy grant`: the grant cannot be made as asked)
         StoreRefusal                exit 1 (its `exit_code`)
             StoreBehindAnchor       exit 3
             StoreDamaged            exit 4
@@ -138,6 +139,12 @@ class ProtocolRefusal(EngramError):
 
 class ConfigurationError(EngramError):
     """Operator configuration is unusable; the CLI prints one line and exits 2."""
+
+
+class GrantRefused(ConfigurationError):
+    """`policy grant` cannot make the grant as asked (unknown tenant, workspace or role, a group
+    given as principal, data that would not validate); nothing was changed. The message says
+    why and what to do."""
 
 
 class DevIdpRefused(ConfigurationError):

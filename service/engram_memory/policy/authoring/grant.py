@@ -18,12 +18,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from engram_memory._internal.yaml_source import YamlSource, read_yaml
-from engram_memory.contract.exceptions import PolicyDataError
+from engram_memory.contract.exceptions import GrantRefused, PolicyDataError
 from engram_memory.policy.authoring.data import Grant, TenantPolicy, load_policies, policy_files
-
-
-class GrantRefused(Exception):
-    """The grant cannot be made as asked; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
