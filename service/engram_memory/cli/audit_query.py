@@ -33,6 +33,7 @@ from engram_memory.admin.audit_queries import (
     parse_query_file,
 )
 from engram_memory.admin.audit_views import opened_source
+from engram_memory.admin.identities import identity_map
 from engram_memory.contract.exceptions import (
     AuditAccessFailed,
     ExportTampered,
@@ -95,6 +96,11 @@ def run_query(args: argparse.Namespace) -> int:
             result = con.execute(query.sql, params)
             columns = [d[0] for d in result.description or ()]
             rows = result.fetchall()
+            if args.identities is not None:
+                scopes = con.execute("SELECT DISTINCT scope_ref FROM audit_entries").fetchall()
+                rows = identity_map(args.identities, (s[0] for s in scopes)).rows(rows)
+    except QueryUsageError as exc:
+        return _usage(f"audit query: {exc}")
     except ExportUnusable as exc:
         return _usage(f"audit query: {exc}")
     except (ExportTampered, AuditAccessFailed) as exc:
