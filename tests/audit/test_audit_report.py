@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from engram_memory.admin import report_plots
 from engram_memory.admin.identities import load_identities
 from engram_memory.cli.main import main
 from engram_memory.contract.digests import principal_ref
@@ -190,6 +191,21 @@ def test_a_narrower_period_narrows_every_figure(
     assert int(dom.ids["total-destructive"]) == 1  # the withdraw
     # the shipped revision was still in force at the boundary (the restart came after it)
     assert [row[0] for row in dom.tables["revisions_in_force"][1:]] == list(scenario.revisions)
+
+
+def test_without_matplotlib_the_report_keeps_every_figure_as_a_table(
+    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(report_plots, "available", lambda: False)
+    out = tmp_path / "tables"
+    _report(scenario, out)
+    dom = _Tables()
+    html = (out / "report.html").read_text(encoding="utf-8")
+    dom.feed(html)
+    assert "<img" not in html
+    assert not list(out.glob("*.png"))
+    assert dom.ids["plot-note"] == report_plots.MISSING_LINE
+    assert set(SECTIONS) <= set(dom.tables)
 
 
 def _identities(path: Path) -> Path:
