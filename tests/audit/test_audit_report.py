@@ -27,6 +27,7 @@ from engram_memory.contract.exceptions import QueryUsageError
 from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.bundle import load_bundle_identity
 from tests.audit.test_audit_query import Scenario, scenario
+from tests.cli_runner import run_cli
 
 pytestmark = pytest.mark.e2e
 __all__ = ["scenario"]  # the module-scoped fixture, built again for this module
@@ -267,6 +268,12 @@ def test_an_identity_file_without_its_columns_exits_2(scenario: Scenario, tmp_pa
 @pytest.fixture(scope="module")
 def pack(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pack") / "pack"
+    # A checkpoint on request, kept in the store (it opens the stopped store as the service,
+    # so it runs after this module's report tests, which hold the store against the export).
+    who = ["--tenant", "acme", "--workspace", "support", "--operator", "human:dana"]
+    kept = out.parent / "requested.json"
+    done = run_cli(scenario.env, "audit", "checkpoint", "--out", str(kept), *who)
+    assert done.returncode == 0, done.stderr
     secrets = scenario.data_dir.parent / "secrets"
     argv = ["audit", "pack", "--data-dir", str(scenario.data_dir), "--out", str(out)]
     argv += ["--checkpoint-key", str(secrets / "checkpoint.pem")]
@@ -305,6 +312,9 @@ def test_the_pack_holds_every_part_and_verifies(
     assert texts[shipped.revision]["source"] == "shipped"
     for revision in texts.values():
         assert any(p.startswith(revision["text"] + "/") and p.endswith(".rego") for p in listed)
+    kept = sorted(f"checkpoints/{p.name}" for p in (pack / "checkpoints").iterdir())
+    assert kept  # at least the one requested in the fixture
+    assert set(kept) <= listed
     transcript = (pack / "verification.txt").read_text(encoding="utf-8")
     assert "exit 0" in transcript
     assert "extends checkpoint" in transcript

@@ -19,13 +19,14 @@ import argparse
 import contextlib
 import io
 import os
+import shutil
 import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram_memory.crypto.checkpoint_key import PUBLIC_KEY_VARIABLE
+from engram_memory.crypto.checkpoint_key import PUBLIC_KEY_VARIABLE, CheckpointSigningKey
 
 EXIT_DEFECT = 1
 EXIT_USAGE = 2
@@ -208,13 +209,6 @@ def _report_command(args: argparse.Namespace) -> int:
 
 
 def _pack_command(args: argparse.Namespace) -> int:
-    from engram_memory.admin.audit_access import export_snapshot
-    from engram_memory.admin.audit_pack import sign_pack, write_checkpoints, write_policy_texts
-    from engram_memory.admin.report_data import gather  # noqa: F401 - fail early if missing
-    from engram_memory.core.checkpoints import CHECKPOINT_FILE
-    from engram_memory.crypto.checkpoint_key import CheckpointSigningKey
-    from engram_memory.policy.authoring.default_bundle import default_bundle_dir
-
     if args.out is None:
         return _fail("audit pack: --out DIR is required (or --verify DIR)", EXIT_USAGE)
     key_path = args.checkpoint_key or os.environ.get("ENGRAM_CHECKPOINT_KEY")
@@ -223,9 +217,35 @@ def _pack_command(args: argparse.Namespace) -> int:
     if args.out.exists():
         return _fail(f"audit pack: {args.out} exists; name a new directory", EXIT_USAGE)
     period = _period(args)
+    if args.identities is not None:
+        from engram_memory.admin.identities import load_identities
+
+        load_identities(args.identities)  # a bad file fails before anything is written
     key = CheckpointSigningKey.from_pem_file(Path(key_path))
     out: Path = args.out
     out.mkdir(parents=True)
+    try:
+        code = _write_pack(args, out, key, period)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # never leave half a pack behind
+        raise
+    if code != 0:
+        shutil.rmtree(out, ignore_errors=True)
+    return code
+
+
+def _write_pack(
+    args: argparse.Namespace,
+    out: Path,
+    key: CheckpointSigningKey,
+    period: tuple[datetime | None, datetime],
+) -> int:
+    """Write every part of the pack into `out`, then its signed manifest."""
+    from engram_memory.admin.audit_access import export_snapshot
+    from engram_memory.admin.audit_pack import sign_pack, write_checkpoints, write_policy_texts
+    from engram_memory.core.checkpoints import CHECKPOINT_FILE
+    from engram_memory.policy.authoring.default_bundle import default_bundle_dir
+
     public = out / "checkpoint-public.pem"
     public.write_text(key.public.pem(), encoding="utf-8")
     _progress("pack: exporting the audit trail (verified first)")
