@@ -23,6 +23,7 @@ body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:78em}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
+td{overflow-wrap:anywhere}
 th{background:#f3f3f3}td.num{text-align:right}
 .note{color:#555;font-style:italic}.ok{color:#1a7f37}.failed{color:#b42318;font-weight:bold}
 dl.totals{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}
