@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from engram_memory.admin import report_plots
+from engram_memory.admin.audit_pack import write_policy_texts
 from engram_memory.admin.identities import load_identities
 from engram_memory.cli.main import main
 from engram_memory.contract.digests import principal_ref
-from engram_memory.contract.exceptions import QueryUsageError
+from engram_memory.contract.exceptions import ConfigurationError, QueryUsageError
 from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.bundle import load_bundle_identity
 from tests.audit.test_audit_query import Scenario, scenario
@@ -351,3 +352,35 @@ def test_a_file_added_to_the_pack_fails_verification(
         extra.unlink()
     assert code == 1
     assert "report/note.txt" in out
+
+
+def test_a_revision_whose_bundle_is_not_at_hand_is_listed_without_text(tmp_path: Path) -> None:
+    shipped = load_bundle_identity(default_bundle_dir())
+    unknown = ("v9+sha256:" + "0" * 64, "sha256:" + "0" * 64)
+    texts = write_policy_texts(
+        [(shipped.revision, shipped.digest), unknown], {"shipped": default_bundle_dir()}, tmp_path
+    )
+    by_revision = {t.revision: t for t in texts}
+    assert by_revision[unknown[0]].directory is None
+    found = by_revision[shipped.revision].directory
+    assert found is not None
+    assert list((tmp_path / found).rglob("*.rego"))
+
+
+def test_a_bundle_directory_that_does_not_verify_is_refused(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    shutil.copytree(default_bundle_dir(), bundle)
+    tarball = bundle / "bundle.tar.gz"
+    tarball.write_bytes(tarball.read_bytes() + b"\0")
+    with pytest.raises(ConfigurationError):
+        write_policy_texts([], {"edited": bundle}, tmp_path / "out")
+
+
+def test_a_pack_into_an_existing_directory_or_without_a_key_exits_2(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    argv = ["audit", "pack", "--data-dir", str(scenario.data_dir)]
+    key = scenario.data_dir.parent / "secrets" / "checkpoint.pem"
+    assert main([*argv, "--out", str(tmp_path), "--checkpoint-key", str(key)]) == 2  # exists
+    assert main([*argv, "--out", str(tmp_path / "new"), "--checkpoint-key", ""]) == 2
+    assert not (tmp_path / "new").exists()
