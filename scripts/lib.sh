@@ -92,6 +92,18 @@ ensure_inspector() {
   echo "MCP Inspector $version" >&2
 }
 
+ensure_chromium() {
+  # A real headless browser: tests/audit open `audit report`'s HTML in it (--dump-dom).
+  if command -v chromium >/dev/null 2>&1; then
+    echo "chromium present: $(command -v chromium)" >&2
+    return 0
+  fi
+  echo "==> installing Debian's chromium (apt-get)" >&2
+  local sudo=""
+  if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
+  $sudo apt-get update && $sudo apt-get install -y chromium
+}
+
 ensure_reference_memory_server() {
   # The MCP reference memory server that bench.search_scale compares against (and its smoke in
   # tests/bench runs): installed here, before pytest, so that no test installs anything.

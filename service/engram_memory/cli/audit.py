@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engram_memory.cli import audit_report as audit_report_cli
 from engram_memory.cli import checkpoint as checkpoint_cli
 from engram_memory.cli import proofs as proofs_cli
 from engram_memory.cli.audit_parsers import add_access_arguments, add_query_parsers
@@ -66,6 +67,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     series.add_argument("exports", nargs="+", metavar="EXPORT_DIR", help="oldest first")
     checkpoint_cli.add_parsers(audit_sub)
     add_query_parsers(audit_sub)
+    audit_report_cli.add_parsers(audit_sub)
     ref = audit_sub.add_parser("principal-ref", help="the hashed principal audit entries hold")
     ref.add_argument("tenant")
     ref.add_argument("principal")
@@ -186,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
         return verify_export_command(args)
     if args.audit_command == "export":
         return export_command(args)  # admin/audit_access.py: through a running server too
+    handled = audit_report_cli.run(args)
+    if handled is not None:
+        return handled
     handled = checkpoint_cli.run(args)
     if handled is None:
         handled = proofs_cli.run(args)

@@ -47,6 +47,12 @@ def add_query_parsers(audit_sub: Any) -> None:
         metavar="KEY=VALUE",
         help="a parameter (repeatable); timestamps are ISO 8601, UTC unless an offset is given",
     )
+    query.add_argument(
+        "--identities",
+        type=Path,
+        metavar="FILE.csv",
+        help="show hashed principals as names: CSV principal_id,display_name,groups[,tenant]",
+    )
     _add_source(query, required=False)
     sql = audit_sub.add_parser("sql", help="an SQL shell over an export's tables (DuckDB)")
     sql.add_argument("-c", dest="command", metavar="SQL", help="run these statements and exit")

@@ -33,6 +33,7 @@ from engram_memory.admin.audit_queries import (
     parse_query_file,
 )
 from engram_memory.admin.audit_views import opened_source
+from engram_memory.admin.identities import identity_map, load_identities
 from engram_memory.contract.exceptions import (
     AuditAccessFailed,
     ExportTampered,
@@ -86,6 +87,8 @@ def run_query(args: argparse.Namespace) -> int:
             else _own_query(args.file)
         )
         params = bind_params(query, args.param)
+        if args.identities is not None:
+            load_identities(args.identities)  # a bad file fails before anything is exported
     except QueryUsageError as exc:
         return _usage(f"audit query: {exc}")
     if args.export is None and args.data_dir is None:
@@ -95,6 +98,11 @@ def run_query(args: argparse.Namespace) -> int:
             result = con.execute(query.sql, params)
             columns = [d[0] for d in result.description or ()]
             rows = result.fetchall()
+            if args.identities is not None:
+                scopes = con.execute("SELECT DISTINCT scope_ref FROM audit_entries").fetchall()
+                rows = identity_map(args.identities, (s[0] for s in scopes)).rows(rows)
+    except QueryUsageError as exc:
+        return _usage(f"audit query: {exc}")
     except ExportUnusable as exc:
         return _usage(f"audit query: {exc}")
     except (ExportTampered, AuditAccessFailed) as exc:
