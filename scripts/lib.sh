@@ -98,10 +98,10 @@ ensure_chromium() {
     echo "chromium present: $(command -v chromium)" >&2
     return 0
   fi
-  echo "==> installing Debian's chromium (apt-get)" >&2
+  step "installing Debian's chromium with apt-get (once; tests/audit open the audit report in it)"
   local sudo=""
   if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
-  $sudo apt-get update && $sudo apt-get install -y chromium
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium
 }
 
 ensure_reference_memory_server() {
