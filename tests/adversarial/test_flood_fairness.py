@@ -69,10 +69,13 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]
 
 
 class Flood:
-    """`attack(stop)` repeated in a thread until the block ends; counts its attempts."""
+    """`attack(stop)` repeated in a thread until the block ends; counts its attempts and
+    sets `pressing` once it made `pressing_after` of them."""
 
-    def __init__(self, attack: Callable[[threading.Event], bool]) -> None:
+    def __init__(self, attack: Callable[[threading.Event], bool], pressing_after: int) -> None:
         self.attempts = 0
+        self.pressing = threading.Event()
+        self._pressing_after = pressing_after
         self._attack = attack
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -81,6 +84,8 @@ class Flood:
         while not self._stop.is_set():
             if self._attack(self._stop):
                 self.attempts += 1
+                if self.attempts >= self._pressing_after:
+                    self.pressing.set()
 
     @contextmanager
     def running(self) -> Iterator[Flood]:
@@ -190,11 +195,14 @@ def test_a_host_is_served_during_a_flood_from_its_own_address(
         fds_before, rss_before = _fds(process.pid), _rss_mib(process.pid)
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         attack = _session_flood(url) if flood_kind == "sessions" else _slowloris(port)
-        with Flood(attack).running() as flood:
+        with Flood(attack, MIN_FLOOD_ATTEMPTS[flood_kind]).running() as flood:
+            # The host starts once the flood has taken every place it aims at several times.
+            assert flood.pressing.wait(timeout=120)
+            before_host = flood.attempts
             answered, attempted = anyio.run(_host_calls, url, signer, mode)
             fds_during, rss_during = _fds(process.pid), _rss_mib(process.pid)
+            assert flood.attempts > before_host  # and it went on while the host called
         assert process.poll() is None
-    assert flood.attempts >= MIN_FLOOD_ATTEMPTS[flood_kind]
     assert answered >= MIN_SUCCESS * attempted, (answered, attempted, flood.attempts)
     assert fds_during <= fds_before + int(LIMITS["ENGRAM_HTTP_MAX_CONNECTIONS"]) + FD_MARGIN
     assert rss_during - rss_before <= RSS_GROWTH_MIB
