@@ -85,7 +85,8 @@ class RawStdio:
             command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         self._lines: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -105,6 +106,15 @@ class RawStdio:
             raise AssertionError("the server did not answer within the deadline") from None
         message: dict[str, Any] = json.loads(line)
         return message
+
+    def remaining(self) -> list[dict[str, Any]]:
+        """Every message written and not yet received (call once the process ended)."""
+        assert self.process.poll() is not None
+        self._reader.join(timeout=DEADLINE_S)  # stdout read to its end
+        messages: list[dict[str, Any]] = []
+        while not self._lines.empty():
+            messages.append(json.loads(self._lines.get_nowait()))
+        return messages
 
     def exchange(self, raw: bytes) -> dict[str, Any]:
         self.send(raw)

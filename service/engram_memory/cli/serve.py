@@ -11,11 +11,18 @@ import os
 import signal
 import socket
 import sys
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram_memory.contract.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from engram_memory.core.service_config import ServiceConfig
+    from engram_memory.tools.dispatch import MemoryService
+    from engram_memory.transport.stopping import GracefulStop
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -116,14 +123,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from engram_memory.admin.channel import maintenance_channel
     from engram_memory.contract.agent_manual import configured_language
-    from engram_memory.core.checkpoints import warn_unsigned
     from engram_memory.core.service_config import load_config
-    from engram_memory.server.app import open_service
-    from engram_memory.server.mcp_wiring import serve_stdio
     from engram_memory.transport.http_settings import load_http_settings, load_max_request_bytes
     from engram_memory.transport.stopping import GracefulStop
 
@@ -169,26 +170,13 @@ def run(args: argparse.Namespace) -> int:
     # Until a transport serves, a stop signal unwinds startup (closing what is open).
     for sig in _STOP_SIGNALS:
         signal.signal(sig, _interrupt)
+    opened = ExitStack()  # what the opening opened, closed here once serving ended
     try:
-        with (
-            open_service(config) as service,
-            maintenance_channel(
-                service.services,
-                config.data_dir,
-                stop=stop,
-                refused=service.refused_before_binding,
-            ),
-        ):
-            stop.on_begin(service.services.settings.failpoints.release_paused)
-            if not config.memory_enabled:
-                _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
-            if config.checkpoint_key is None:  # once the store is served, not on a refusal
-                warn_unsigned()
-            if service.services.startup_audit is not None:
-                _say(service.services.startup_audit.summary())
+        with opened:
             if args.transport == "stdio":
-                anyio.run(serve_stdio, service, stop, max_request_bytes, language)
+                _serve_stdio(config, stop, opened, max_request_bytes, language, args)
             else:
+                service = _open(config, stop, opened, args)
                 assert listener is not None
                 # The bound port, not the flag: with --port 0 the printed URL is the real one.
                 port = int(listener.getsockname()[1])
@@ -205,6 +193,61 @@ def run(args: argparse.Namespace) -> int:
             listener.close()
     _say("stopped")
     return 0
+
+
+def _open(
+    config: ServiceConfig, stop: GracefulStop, opened: ExitStack, args: argparse.Namespace
+) -> MemoryService:
+    """Open the agent service and its maintenance channel onto `opened`, as every start did.
+
+    Raises: what `open_service` raises (one line, its exit code: cli/main.py).
+    """
+    from engram_memory.admin.channel import maintenance_channel
+    from engram_memory.core.checkpoints import warn_unsigned
+    from engram_memory.server.app import open_service
+
+    with ExitStack() as opening:
+        service = opening.enter_context(open_service(config))
+        opening.enter_context(
+            maintenance_channel(
+                service.services,
+                config.data_dir,
+                stop=stop,
+                refused=service.refused_before_binding,
+            )
+        )
+        opened.push(opening.pop_all())
+    stop.on_begin(service.services.settings.failpoints.release_paused)
+    if not config.memory_enabled:
+        _say(f"memory is off ({_memory_switch(args)}): no memory tool is offered")
+    if config.checkpoint_key is None:  # once the store is served, not on a refusal
+        warn_unsigned()
+    if service.services.startup_audit is not None:
+        _say(service.services.startup_audit.summary())
+    return service
+
+
+def _serve_stdio(
+    config: ServiceConfig,
+    stop: GracefulStop,
+    opened: ExitStack,
+    max_request_bytes: int,
+    language: str,
+    args: argparse.Namespace,
+) -> None:
+    """Serve stdio at once while the service opens beside it (server/service_opening.py).
+
+    Raises: the opening's failure, once the session ended without answering any call.
+    """
+    import anyio
+
+    from engram_memory.server.mcp_wiring import serve_stdio
+    from engram_memory.server.service_opening import ServiceOpening
+
+    opening = ServiceOpening(opener=partial(_open, config, stop, opened, args))
+    anyio.run(serve_stdio, opening, stop, max_request_bytes, language)
+    if opening.failure is not None:
+        raise opening.failure
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

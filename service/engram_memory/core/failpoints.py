@@ -22,6 +22,11 @@
   `kill_after_log_append:<tool>` (any tool, reads included) once a call's audit entry is
   durable in the call log and anchored, before it is answered (core/audit_writer.py).
 
+- `ENGRAM_UNSAFE_PAUSE_OPENING=<file>`: the service's opening stops just before the store is
+  opened and waits (at most `PAUSE_LIMIT_S`) until `<file>` exists, announcing the pause. It
+  proves that `serve` answers `initialize` while its store is still opening, that a call
+  arriving meanwhile waits, and that a failed opening answers no call (cli/serve.py).
+
 A graceful stop releases every pause instead (`release_paused`: the call goes on to commit),
 to prove that a stop lets a call in flight finish (stopping.py).
 
@@ -43,11 +48,13 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.types import MUTATING_TOOLS, READ_TOOLS
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
+PAUSE_OPENING_ENV_VAR = "ENGRAM_UNSAFE_PAUSE_OPENING"
 DROP_RESPONSE_AFTER_COMMIT = "drop_response_after_commit"
 PAUSE_BEFORE_COMMIT = "pause_before_commit"
 KILL_AFTER_KEY_WRITE = "kill_after_key_write"
@@ -190,3 +197,20 @@ class UnsafeFailpoints:
             handler.flush()
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pause_opening(env: Mapping[str, str] | None = None) -> None:
+    """If `ENGRAM_UNSAFE_PAUSE_OPENING` names a file, wait until it exists (at most
+    `PAUSE_LIMIT_S`): a store that is slow to open, on demand (tests/cli)."""
+    value = (os.environ if env is None else env).get(PAUSE_OPENING_ENV_VAR, "")
+    if not value:
+        return
+    release = Path(value)
+    message = f"UNSAFE failpoint armed: {PAUSE_OPENING_ENV_VAR} (test-only)"
+    log.warning(message)
+    warnings.warn(message, UnsafeFailpointWarning, stacklevel=2)
+    limit = time.monotonic() + PAUSE_LIMIT_S
+    # The test releases the pause by creating the file; a short poll keeps this simple.
+    while not release.exists() and time.monotonic() < limit:
+        time.sleep(0.02)
+    log.warning("UNSAFE failpoint %s resumed", PAUSE_OPENING_ENV_VAR)

@@ -25,6 +25,7 @@ from engram_memory.contract.exceptions import (
     StoreVersionSkew,
 )
 from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
+from engram_memory.core.failpoints import pause_opening
 from engram_memory.core.forgotten import key_forgotten_rows
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
@@ -154,6 +155,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
         verification_key=config.bundle_verification_key,
         bundle_service=config.bundle_service,
     ) as (engine, identity):
+        pause_opening()  # test-only: a slow store, on demand (core/failpoints.py)
         database = open_store(config, root_key, tolerate_loss=tolerate_loss)
         try:
             startup_audit = None

@@ -39,14 +39,10 @@ from pydantic import ValidationError
 
 from engram_memory import package_version
 from engram_memory.contract.agent_manual import instructions
-from engram_memory.contract.envelope import envelope_json
 from engram_memory.contract.errors import ProtocolCode, wire_error_message
 from engram_memory.contract.exceptions import ProtocolRefusal
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
-from engram_memory.contract.schemas import ToolSpec
-from engram_memory.host.confirmation import CONFIRMATION_META_KEY
-from engram_memory.host.context import INVOCATION_META_KEY
-from engram_memory.tools.dispatch import CallRequest, MemoryService
+from engram_memory.server.service_opening import ServiceOpening
 from engram_memory.transport.http_settings import DEFAULT_MAX_REQUEST_BYTES
 from engram_memory.transport.json_gate import ARGUMENT_DEFECT, GateRefusal, protocol_method
 from engram_memory.transport.json_gate_http import mark_handler_reached
@@ -54,8 +50,13 @@ from engram_memory.transport.stdin_lines import RefusalAnswer, StdinLines
 from engram_memory.transport.stdio_serving import CountingReads, CountingWrites, stop_on_signal
 from engram_memory.transport.stopping import GracefulStop
 
-if TYPE_CHECKING:  # the SDK's stream protocols, for annotations only
+if TYPE_CHECKING:  # for annotations only: the SDK's stream protocols, and the service,
+    # whose modules (store, policy, search) the opening imports on its own thread, so that
+    # `initialize` is answered as soon as the SDK is loaded (service_opening.py)
     from mcp.shared._stream_protocols import WriteStream
+
+    from engram_memory.contract.schemas import ToolSpec
+    from engram_memory.tools.dispatch import MemoryService
 
 log = logging.getLogger("engram_memory.mcp")
 
@@ -126,8 +127,8 @@ class _ConstantErrors:
     and are recorded as refusals before binding (the service records its own).
     """
 
-    def __init__(self, service: MemoryService) -> None:
-        self._service = service
+    def __init__(self, opening: ServiceOpening) -> None:
+        self._opening = opening
 
     async def __call__(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
         mark_handler_reached(ctx.request)  # audited here and below, not again by the gate
@@ -151,10 +152,13 @@ class _ConstantErrors:
     async def _audit(self, ctx: ServerRequestContext[Any], reason: RefusalReason) -> None:
         client = getattr(ctx.request, "client", None)  # a Starlette request over HTTP
         transport, peer = ("http", str(client.host)) if client is not None else ("stdio", "stdio")
+        from engram_memory.host.context import INVOCATION_META_KEY
+
         token = _meta_value(ctx.meta, INVOCATION_META_KEY)
         refusal = PreBindingRefusal(transport, peer, protocol_method(ctx.method), reason, token)
+        service = await self._opening.service()
         await anyio.to_thread.run_sync(
-            self._service.refused_before_binding, refusal, limiter=_WORKER_LIMIT
+            service.refused_before_binding, refusal, limiter=_WORKER_LIMIT
         )
 
 
@@ -184,21 +188,26 @@ def _peer(ctx: ServerRequestContext[Any], transport: str) -> str:
 
 
 def build_server(
-    service: MemoryService,
+    service: MemoryService | ServiceOpening,
     stop: GracefulStop | None = None,
     transport: str = "stdio",
     language: str = "en",
 ) -> Server[Any]:
     """The MCP server of `service` over `transport` ("stdio" or "http"); an abandoned drain
     of `stop` cancels its calls; `initialize` carries the agent's manual in `language`
-    (contract/agent_manual.py)."""
+    (contract/agent_manual.py). Given a `ServiceOpening`, `tools/list` and `tools/call` wait
+    until the service is open; everything else is answered at once."""
     stop = stop or GracefulStop()
+    opening = service if isinstance(service, ServiceOpening) else ServiceOpening(service)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        opened = await opening.service()  # imports what the lines below use
+        from engram_memory.host.context import INVOCATION_META_KEY
+
         token = _meta_value(ctx.meta, INVOCATION_META_KEY)
-        list_tools = partial(service.list_tools, transport=transport, peer=_peer(ctx, transport))
+        list_tools = partial(opened.list_tools, transport=transport, peer=_peer(ctx, transport))
         try:
             specs = await anyio.to_thread.run_sync(list_tools, token, limiter=_WORKER_LIMIT)
         except ProtocolRefusal as refusal:
@@ -209,6 +218,12 @@ def build_server(
     async def on_call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        opened = await opening.service()  # imports what the lines below use
+        from engram_memory.contract.envelope import envelope_json
+        from engram_memory.host.confirmation import CONFIRMATION_META_KEY
+        from engram_memory.host.context import INVOCATION_META_KEY
+        from engram_memory.tools.dispatch import CallRequest
+
         cancellation = threading.Event()
         request = CallRequest(
             tool=params.name,
@@ -225,7 +240,7 @@ def build_server(
         try:
             with stop.cancellable(cancellation):
                 envelope = await anyio.to_thread.run_sync(
-                    service.call_tool, request, limiter=_WORKER_LIMIT, abandon_on_cancel=True
+                    opened.call_tool, request, limiter=_WORKER_LIMIT, abandon_on_cancel=True
                 )
         except anyio.get_cancelled_exc_class():
             # The client cancelled (the SDK sends no response): the worker stops with
@@ -251,7 +266,7 @@ def build_server(
         # schemas for header validation; we validate arguments ourselves.
         get_tool_input_schema=lambda name: None,
     )
-    server.middleware.append(_ConstantErrors(service))
+    server.middleware.append(_ConstantErrors(opening))
     return server
 
 
@@ -259,7 +274,7 @@ def build_server(
 
 
 def _refusal_answerer(
-    service: MemoryService, write_stream: WriteStream[SessionMessage]
+    opening: ServiceOpening, write_stream: WriteStream[SessionMessage]
 ) -> RefusalAnswer:
     """Answer a refused stdio line on the wire, then record it in the host-level stream."""
 
@@ -267,7 +282,7 @@ def _refusal_answerer(
         # Straight to the SDK's writer, not through CountingWrites: the refusal's id (if
         # any) must not end the flight of a request that shares it.
         await write_stream.send(SessionMessage(types.JSONRPCError.model_validate(refusal.answer())))
-        await audit_refusal(service, refusal, "stdio", "stdio")
+        await audit_refusal(await opening.service(), refusal, "stdio", "stdio")
 
     return answer
 
@@ -280,15 +295,19 @@ async def audit_refusal(
 
 
 async def serve_stdio(
-    service: MemoryService,
+    service: MemoryService | ServiceOpening,
     stop: GracefulStop | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     language: str = "en",
 ) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin or a stop signal drained; a
-    line longer than `max_request_bytes` is answered -32600 and never kept."""
+    line longer than `max_request_bytes` is answered -32600 and never kept.
+
+    Given a `ServiceOpening`, reading starts at once and the opening runs beside the session;
+    if it fails, the session ends with no call answered (the failure is on the opening)."""
     stop = stop or GracefulStop()
-    server = build_server(service, stop, "stdio", language)
+    opening = service if isinstance(service, ServiceOpening) else ServiceOpening(service)
+    server = build_server(opening, stop, "stdio", language)
     lines = StdinLines(sys.stdin.fileno(), accepts=sdk_accepts, max_bytes=max_request_bytes)
     lines.start()
     # The SDK only iterates what it is given as stdin, which is all `StdinLines` offers.
@@ -297,11 +316,22 @@ async def serve_stdio(
         stdio_server(stdin=stdin) as (read_stream, write_stream),
         anyio.create_task_group() as group,
     ):
-        lines.answer_refusals(_refusal_answerer(service, write_stream))
+        lines.answer_refusals(_refusal_answerer(opening, write_stream))
         group.start_soon(stop_on_signal, stop, lines)
+        group.start_soon(_end_unless_opened, opening, lines, group.cancel_scope)
         await server.run(
             CountingReads(read_stream, stop),
             CountingWrites(write_stream, stop),
             server.create_initialization_options(),
         )
         group.cancel_scope.cancel()
+
+
+async def _end_unless_opened(
+    opening: ServiceOpening, lines: StdinLines, session: anyio.CancelScope
+) -> None:
+    if not await opening.open():
+        # Fail closed: no further line is read, the calls waiting on the service stay
+        # unanswered, and the session ends as if stdin had closed.
+        lines.end()
+        session.cancel()
