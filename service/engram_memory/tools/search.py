@@ -207,27 +207,24 @@ def _rank_receipt(
     semantic: SemanticList | None,
 ) -> dict[str, JsonValue]:
     system_as_of = str(as_of.system_as_of)
+    # The profile decides the projections the receipt names and its formula; the rest of the
+    # receipt is the same for both.
+    profile: dict[str, Any]
     if semantic is not None:
-        return build_rank_receipt(
-            params=params,
-            valid_as_of=as_of.valid_as_of,
-            system_as_of=system_as_of,
-            candidate_ids=ordered_ids,
-            ordered_ids=ordered_ids,
-            ordered_digest=ordered_digest,
-            authorization_receipt_digest=authz.decision.receipt.receipt_digest,
-            snapshot_id=f"snapshot:{system_as_of}:{as_of.valid_as_of}",
-            snapshot_digest=snapshot_digest,
-            revalidation_receipt_digest=reading.revalidation_receipt_digest(
-                ordered_ids, as_of, ctx.now_instant
-            ),
-            projection_receipt_digests=projection_receipts(semantic, system_as_of),
-            issued_at=ctx.now_instant,
-            profile=semantic_ranking.PROFILE,
-            profile_version=semantic_ranking.PROFILE_VERSION,
-            scoring_formula_ref=semantic_ranking.SCORING_FORMULA_REF,
-            config_digest=config_digest(semantic),
-        )
+        profile = {
+            "projection_receipt_digests": projection_receipts(semantic, system_as_of),
+            "profile": semantic_ranking.PROFILE,
+            "profile_version": semantic_ranking.PROFILE_VERSION,
+            "scoring_formula_ref": semantic_ranking.SCORING_FORMULA_REF,
+            "config_digest": config_digest(semantic),
+        }
+    else:
+        profile = {
+            "projection_receipt_digests": [
+                digest("projection-receipt", {"projection": name, "system_as_of": system_as_of})
+                for name in PROJECTIONS
+            ]
+        }
     return build_rank_receipt(
         params=params,
         valid_as_of=as_of.valid_as_of,
@@ -241,11 +238,8 @@ def _rank_receipt(
         revalidation_receipt_digest=reading.revalidation_receipt_digest(
             ordered_ids, as_of, ctx.now_instant
         ),
-        projection_receipt_digests=[
-            digest("projection-receipt", {"projection": name, "system_as_of": system_as_of})
-            for name in PROJECTIONS
-        ],
         issued_at=ctx.now_instant,
+        **profile,
     )
 
 
