@@ -7,7 +7,7 @@ tenant's policy-data shapes in force. `source` is "issue-23" for the 38 disguise
 from the issue's findings (it names the kinds of disguise, not the strings), "own" for the
 rest. Regenerate (deterministic, no randomness):
 
-    .venv/bin/python tests/assets/secrets/make_disguises.py
+    PYTHONPATH=. .venv/bin/python tests/assets/secrets/make_disguises.py
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import json
 import urllib.parse
 from pathlib import Path
 from typing import Any
+
+from tests.contract.secret_evasions import bold, full_width
 
 OUT = Path(__file__).with_name("disguises.json")
 
@@ -31,22 +33,6 @@ JWT_PAYLOAD = "eyJzdWIiOiIxMjM0NTY3ODkwIn0"
 JWT_SIG = "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 ZWSP, ZWJ, SHY = "\u200b", "\u200d", "\u00ad"
 TENANT = ["\\bACME-DAC-[0-9]{6}\\b"]
-
-
-def full_width(text: str) -> str:
-    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
-
-
-def bold(text: str) -> str:
-    out = []
-    for c in text:
-        if "A" <= c <= "Z":
-            out.append(chr(0x1D400 + ord(c) - ord("A")))
-        elif "a" <= c <= "z":
-            out.append(chr(0x1D41A + ord(c) - ord("a")))
-        else:
-            out.append(c)
-    return "".join(out)
 
 
 def monospace(text: str) -> str:
