@@ -23,14 +23,12 @@ from mcp.shared.exceptions import MCPError
 from engram_memory.contract.refusals import RefusalReason
 from engram_memory.gateway.audit_bound import AuditBound
 from engram_memory.gateway.audit_log import GatewayAudit, verify_audit
-from engram_memory.gateway.config import load_gateway_config
 from engram_memory.gateway.door import DoorRefusals
 from engram_memory.gateway.jwks import JwksCache
 from engram_memory.gateway.server import _Gateway
 from engram_memory.gateway.upstream import Upstream
-from engram_memory.host.keys import HostSigningKey
 from engram_memory.transport.json_gate import ARGUMENT_DEFECT, ArgumentDefect, GateRefusal
-from tests.gateway.callers import DESKTOP_CALLER
+from tests.gateway.callers import DESKTOP_CALLER, desktop_config
 from tests.gateway.conftest import Clock
 from tests.gateway.test_oauth import rules_for
 from tests.gateway.token_issuer import TokenIssuer
@@ -61,15 +59,7 @@ def audit(tmp_path: Path, clock: Clock) -> Iterator[GatewayAudit]:
 
 @pytest.fixture
 def gateway(tmp_path: Path, audit: GatewayAudit) -> _Gateway:
-    HostSigningKey.generate().write_pem_files(tmp_path / "k.pem", tmp_path / "k.pub")
-    (tmp_path / "g.yaml").write_text(
-        "mode: stdio\nhost_id: host:gw\nsigning_key: k.pem\naudit_log: a.jsonl\n"
-        "upstream: {url: 'http://127.0.0.1:1/mcp'}\n"
-        "stdio: {tenant: acme, workspace: support, principal: user:alice,"
-        " purposes: [purpose:support-case], os_user: alice}\n",
-        encoding="utf-8",
-    )
-    config = load_gateway_config(tmp_path / "g.yaml", env={})
+    config = desktop_config(tmp_path)
     return _Gateway(Upstream(config.upstream), lambda _ctx: DESKTOP_CALLER, config, audit)
 
 

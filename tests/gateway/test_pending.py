@@ -9,11 +9,9 @@ import pytest
 from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.gateway.audit_log import GatewayAudit
-from engram_memory.gateway.config import load_gateway_config
 from engram_memory.gateway.server import _Gateway
 from engram_memory.gateway.upstream import Upstream
-from engram_memory.host.keys import HostSigningKey
-from tests.gateway.callers import DESKTOP_CALLER
+from tests.gateway.callers import DESKTOP_CALLER, desktop_config
 
 CALLER = DESKTOP_CALLER
 RECORD = "mem_" + "a" * 52
@@ -21,15 +19,7 @@ RECORD = "mem_" + "a" * 52
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> _Gateway:
-    HostSigningKey.generate().write_pem_files(tmp_path / "k.pem", tmp_path / "k.pub")
-    (tmp_path / "g.yaml").write_text(
-        "mode: stdio\nhost_id: host:gw\nsigning_key: k.pem\naudit_log: a.jsonl\n"
-        "upstream: {url: 'http://127.0.0.1:1/mcp'}\n"
-        "stdio: {tenant: acme, workspace: support, principal: user:alice,"
-        " purposes: [purpose:support-case], os_user: alice}\n",
-        encoding="utf-8",
-    )
-    config = load_gateway_config(tmp_path / "g.yaml", env={})
+    config = desktop_config(tmp_path)
     audit = GatewayAudit.open(config.audit_log, config.host_id)
     return _Gateway(Upstream(config.upstream), lambda _ctx: CALLER, config, audit)
 
