@@ -102,7 +102,7 @@ def verify_transcript(
     data_dir: Path, root_key: str | None, checkpoint: Path | None, public_key: str | None
 ) -> tuple[int, list[str]]:
     """`audit verify` of the stopped store, as it prints: (exit code, transcript lines)."""
-    from engram_memory.cli import audit as audit_cli
+    from engram_memory.cli.audit_verify import verify_stopped_store
 
     argv = ["audit", "verify", "--data-dir", str(data_dir)]
     if checkpoint is not None and public_key:
@@ -115,7 +115,7 @@ def verify_transcript(
     )
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
-        code = audit_cli._verify_command(namespace)
+        code = verify_stopped_store(namespace)
     return code, [
         f"$ engram-memory {' '.join(argv)}",
         *captured.getvalue().splitlines(),
