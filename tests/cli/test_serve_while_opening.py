@@ -17,6 +17,7 @@ from mcp import StdioServerParameters
 
 from engram_memory.cli.main import EXIT_CONFIG
 from engram_memory.client.reference_host import connect
+from engram_memory.contract.exceptions import SERVE_OPENING_FAILED
 from engram_memory.core.failpoints import PAUSE_OPENING_ENV_VAR
 from engram_memory.store.connection import DATABASE_FILE
 from tests.adversarial.wire import ALICE, DEADLINE_S, RawStdio, make_secrets, request, search_call
@@ -90,7 +91,11 @@ def test_a_failed_opening_exits_as_before_and_answers_no_call(tmp_path: Path) ->
     )
     assert unpaused.returncode == EXIT_CONFIG
     assert unpaused.stdout == ""
-    assert len(unpaused.stderr.splitlines()) == 1
+    # One line that tells a host no call was served, then the refusal's own line.
+    said = unpaused.stderr.splitlines()
+    assert len(said) == 2
+    assert said[0] == SERVE_OPENING_FAILED
+    assert said[1].startswith("engram-memory: ")
 
     release = tmp_path / "release"
     server = RawStdio(_paused(secrets.env, release))

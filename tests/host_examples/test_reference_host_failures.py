@@ -111,9 +111,7 @@ def test_a_stdio_server_refused_because_another_server_holds_the_store_is_one_li
 ) -> None:
     stdio = {"command": sys.executable, "args": STDIO_SERVE, "env": running_server.env}
     run = run_host(tmp_path, running_server.signing_key, stdio, "list")
-    # `serve` answers `initialize` while its store opens (server/service_opening.py), so the
-    # host meets the refusal after connecting: "connection lost", not "exited at start-up".
-    assert run.returncode == CONNECTION_LOST
+    assert run.returncode == SERVER_EXITED
     line = one_line(run)
     # The server's own reason reaches the human: which store, and which process holds it.
     assert str(running_server.data_dir) in line

@@ -247,6 +247,10 @@ def _serve_stdio(
     opening = ServiceOpening(opener=partial(_open, config, stop, opened, args))
     anyio.run(serve_stdio, opening, stop, max_request_bytes, language)
     if opening.failure is not None:
+        from engram_memory.contract.exceptions import SERVE_OPENING_FAILED
+
+        # Tells the host that answered `initialize` means nothing here: no call was served.
+        print(SERVE_OPENING_FAILED, file=sys.stderr, flush=True)
         raise opening.failure
 
 

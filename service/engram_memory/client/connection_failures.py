@@ -33,6 +33,7 @@ from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 
 from engram_memory.client.reference_host import Binding, ReferenceHost
 from engram_memory.contract.exceptions import (
+    SERVE_OPENING_FAILED,
     CannotConnect,
     ConnectionLost,
     ServerExited,
@@ -83,6 +84,11 @@ class ServerLog:
                 return line.removeprefix("engram-memory: ").removeprefix("configuration error: ")
         said = [line for line in lines if not _LOG_RECORD.match(line)]
         return said[-1][:200] if said else None
+
+    def said_opening_failed(self) -> bool:
+        """True when the server wrote that its service never opened (cli/serve.py): it
+        answered `initialize` while opening, but no call reached the service."""
+        return any(line.strip() == SERVE_OPENING_FAILED for line in self._read(0).splitlines())
 
     def close(self) -> None:
         self.file.close()
@@ -190,7 +196,7 @@ def _explain_mcp_error(
         return ConnectionLost(f"no answer from {where} within {timeout_s:g} s; {_RETRY_HINT}")
     if error.code == CONNECTION_CLOSED and stdio:
         said = words or f"{where} gave no reason on stderr"
-        if not connected:
+        if not connected or (log is not None and log.said_opening_failed()):
             held = "held by another" in said or "in use" in said
             hint = f" — {_HELD_HINT}" if held else ""
             return ServerExited(f"the server exited at start-up: {said}{hint}")

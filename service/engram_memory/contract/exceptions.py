@@ -402,6 +402,14 @@ class ServerExited(ServerUnavailable):
     """The stdio server exited during start-up (e.g. its store is held by another server)."""
 
 
+# The line `serve` writes on stderr when its opening failed (store, keys, policy engine)
+# after it had answered `initialize` (it answers while opening, server/service_opening.py):
+# no call reached the service, so nothing can have committed. A host that reads it reports
+# the exit as a start-up refusal (ServerExited), not as a lost connection whose call under
+# way may have committed. The reason follows on its own `engram-memory: ` line.
+SERVE_OPENING_FAILED = "engram-memory serve: the service did not open; no call was answered"
+
+
 class ConnectionLost(ServerUnavailable):
     """The connection failed after it was made; a mutation under way may have committed."""
 
