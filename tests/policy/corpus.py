@@ -113,6 +113,8 @@ REASONS: dict[str, set[str]] = {
         "accept_evidence_prefix",
         "otherwise",
         "attestation_missing",
+        "adjudicate_classifier:customer",
+        "adjudicate_classifier:iban",
     },
 }
 assert set(REASONS) == set(DOMAINS)
@@ -221,6 +223,27 @@ def generate_corpus(seed: int = 20260101) -> list[tuple[str, dict[str, Any]]]:
     ):
         maintenance = {"tenant": "t1", "workspace": workspace, "operator": operator}
         corpus.append(("maintenance", {**maintenance, "authority": authority, "operation": "x"}))
+    # Content classifier names (issue 22): matched or not, one kind or several, malformed.
+    classifier_facts: list[Any] = [
+        {},
+        {"primary": ["customer"]},
+        {"citations": ["iban"], "context": ["customer", "email"]},
+        {"primary": ["email"]},
+        {"primary": "customer"},
+        ["customer"],
+    ]
+    for facts, changes in itertools.product(classifier_facts, CANDIDATE_CHANGES[:3]):
+        subject = _subject("t1", "wc", "p:all", "pur:a")
+        candidate = {**CANDIDATE, **changes}
+        corpus.append(
+            (
+                "admission",
+                {**subject, "now_ms": CAPTURE_MS, "candidate": candidate, "classifiers": facts},
+            )
+        )
+    corpus.append(
+        ("discovery", {**_subject("t1", "wc", "p:all", "pur:a"), "host_memory_enabled": True})
+    )
     # Anchors: every variant in the scopes whose data holds the rules they exercise.
     for workspace in ("w", "w2"):
         anchor = _subject("t1", workspace, "p:all", "pur:a")

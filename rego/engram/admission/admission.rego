@@ -4,7 +4,7 @@
 #   Decides whether a pending candidate becomes a record (SPEC §4.4). The workspace's
 #   admission policy names prefixes of evidence_ref to reject or accept, and conditions
 #   that need a human adjudication (component kinds, too few citations, source_ref
-#   prefixes). Precedence: reject > adjudication_required > accept > `otherwise`.
+#   prefixes, content classifiers that matched). Precedence: reject > adjudication_required > accept > `otherwise`.
 #   A workspace without an admission policy yields "unconfigured" (POLICY_UNAVAILABLE).
 # scope: package
 package engram.admission
@@ -50,6 +50,24 @@ well_formed if {
 	every value in array.concat(candidate.component_kinds, candidate.source_refs) {
 		is_string(value)
 	}
+
+	classifier_facts_well_formed
+}
+
+# The names of the content classifiers that matched, per component kind (the service runs
+# them on the plaintext; nothing else of the text reaches policy). Absent: none defined.
+classifier_facts := object.get(input, "classifiers", {})
+
+default classifier_facts_well_formed := false
+
+classifier_facts_well_formed if {
+	is_object(classifier_facts)
+	every names in classifier_facts {
+		is_array(names)
+		every name in names {
+			is_string(name)
+		}
+	}
 }
 
 verdict := {"decision": "reject", "reasons": sort(reject)} if count(reject) > 0
@@ -78,6 +96,13 @@ adjudicate contains "adjudicate_source_prefix" if {
 	some source in candidate.source_refs
 	some prefix in policy.adjudicate.source_ref_prefixes
 	startswith(source, prefix)
+}
+
+# Any component kind: `adjudicate_classifier:<name>` for each classifier named that matched.
+adjudicate contains concat(":", ["adjudicate_classifier", name]) if {
+	some name in policy.adjudicate.classifiers
+	some names in classifier_facts
+	name in names
 }
 
 evidence_accepted if {

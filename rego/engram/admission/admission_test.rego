@@ -136,3 +136,42 @@ test_a_non_string_source_ref_is_unconfigured if {
 		with data.engram.config as config
 	d.decision == "unconfigured"
 }
+
+classifying_config := json.patch(config, [{
+	"op": "add",
+	"path": "/tenants/acme/workspaces/lenient/admission/adjudicate",
+	"value": {"classifiers": ["customer", "iban"]},
+}])
+
+classified(facts) := object.union(request("lenient", {}), {"classifiers": facts})
+
+test_a_named_classifier_that_matched_needs_adjudication if {
+	d := admission.decision with input as classified({"context": ["customer"], "primary": ["email"]})
+		with data.engram.config as classifying_config
+	d.decision == "adjudication_required"
+	d.reasons == ["adjudicate_classifier:customer"]
+}
+
+test_every_named_classifier_that_matched_is_a_reason if {
+	d := admission.decision with input as classified({"citations": ["iban"], "primary": ["customer"]})
+		with data.engram.config as classifying_config
+	d.reasons == ["adjudicate_classifier:customer", "adjudicate_classifier:iban"]
+}
+
+test_classifiers_not_named_do_not_hold if {
+	d := admission.decision with input as classified({"primary": ["email"]})
+		with data.engram.config as classifying_config
+	d.decision == "accept"
+}
+
+test_no_classifier_facts_means_nothing_matched if {
+	d := admission.decision with input as request("lenient", {}) with data.engram.config as classifying_config
+	d.decision == "accept"
+}
+
+test_malformed_classifier_facts_are_unconfigured if {
+	every facts in [["customer"], {"primary": "customer"}, {"primary": [1]}] {
+		d := admission.decision with input as classified(facts) with data.engram.config as classifying_config
+		d.decision == "unconfigured"
+	}
+}

@@ -17,7 +17,9 @@ import data.engram.common
 # description: |
 #   {"visible_tools": [sorted tool names], "never_store_patterns": [sorted regular
 #   expressions], "rate_limits": [{"name", "calls", "per_ms", "tools": [tool names, none
-#   meaning every tool]}], "reasons": [sorted rule names]}.
+#   meaning every tool]}], "reasons": [sorted rule names]}, and "classifiers" (the
+#   scope's content classifier definitions, which the service runs in-process) when the
+#   scope defines any.
 #   Fail-closed: nothing is visible unless a rule below grants it.
 # entrypoint: true
 # scope: document
@@ -35,12 +37,15 @@ decision := {
 	"reasons": sort(off),
 } if count(off) > 0
 
-decision := {
-	"visible_tools": sort(common.granted_tools),
-	"never_store_patterns": object.get(common.workspace, "never_store_patterns", []),
-	"rate_limits": rate_limits,
-	"reasons": sort(on),
-} if {
+decision := object.union(
+	{
+		"visible_tools": sort(common.granted_tools),
+		"never_store_patterns": object.get(common.workspace, "never_store_patterns", []),
+		"rate_limits": rate_limits,
+		"reasons": sort(on),
+	},
+	classifiers,
+) if {
 	input.host_memory_enabled == true
 	common.memory_enabled
 	count(off) == 0
@@ -62,6 +67,12 @@ on contains concat(":", ["grant", group, role]) if {
 	some tool in common.workspace.roles[role]
 	tool in common.known_tools
 }
+
+# Issue 22: content classifiers run in the service, on the plaintext; policy gets back
+# only the names that matched. Absent when the scope defines none.
+classifiers := {"classifiers": common.workspace.classifiers} if {
+	count(common.workspace.classifiers) > 0
+} else := {}
 
 # SPEC §12: no rate limit unless policy data sets one. Policy data lists the rules by name;
 # the service counts a call against the rules whose `tools` name its tool (or are empty).

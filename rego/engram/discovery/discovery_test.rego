@@ -116,3 +116,20 @@ test_no_rate_limit_applies_while_memory_is_off if {
 		with data.engram.config as limited
 	d.rate_limits == []
 }
+
+test_the_scope_classifiers_are_handed_to_the_service if {
+	customer := {"name": "customer", "terms": ["customer"], "case_sensitive": false, "whole_words": true}
+	classified := json.patch(config, [{
+		"op": "add",
+		"path": "/tenants/acme/workspaces/support/classifiers",
+		"value": [customer],
+	}])
+	d := discovery.decision with input as request with data.engram.config as classified
+	d.classifiers == [customer]
+	d.visible_tools == ["engram_memory_get", "engram_memory_search"]
+}
+
+test_no_classifiers_key_without_classifiers if {
+	d := discovery.decision with input as request with data.engram.config as config
+	not "classifiers" in object.keys(d)
+}

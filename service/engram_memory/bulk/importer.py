@@ -316,7 +316,7 @@ class Importer:
             subject = admission.subject_of(
                 tx, ctx, fresh.row, dict(fresh.envelope), tombstones=batch.tombstones
             )
-        return admission.decide(ctx, audit, mutation, subject)
+        return admission.decide(ctx, audit, mutation, subject, parsed.classifiers)
 
     def _refused(
         self,

@@ -64,9 +64,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     validate.add_argument("--strict", action="store_true", help="exit 1 when there is any warning")
 
     try_pattern = policy_sub.add_parser(
-        "try-pattern", help="show what a never-store pattern matches in sample text"
+        "try-pattern",
+        help="show what a never-store pattern or content classifier matches in sample text",
     )
-    try_pattern.add_argument("name", help="the pattern's name in policy data")
+    try_pattern.add_argument("name", help="the pattern's or classifier's name in policy data")
     try_pattern.add_argument("text", help="sample text to try it on")
     try_pattern.add_argument("--policies", default="policies", help="policy YAML directory")
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from engram_memory.contract.canonical import JsonValue, canonical_json, nfc, normalize
+from engram_memory.contract.classifiers import EMPTY_SET, ClassifierSet
 from engram_memory.contract.digests import ZERO_DIGEST
 from engram_memory.contract.errors import ErrorCode, ProtocolCode
 from engram_memory.contract.exceptions import NonCanonicalValue, ProtocolRefusal, ToolError
@@ -42,6 +43,9 @@ class ParsedArguments:
     tool: ToolName
     model: ToolInput
     arguments: dict[str, JsonValue]
+    # The scope's content classifiers (policy data, handed over by discovery): the tool runs
+    # them on the plaintext it holds and gives policy only the names that matched.
+    classifiers: ClassifierSet = EMPTY_SET
 
     def expect(self, model_type: type[M]) -> M:
         """`model` as `model_type` (e.g. `parsed.expect(CaptureInput)`).

@@ -26,7 +26,7 @@ from engram_memory.core.call_audit import AuditFacts, CallAudit, ConfirmationSpe
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
-from engram_memory.policy.decider import AuthzResult, RateLimit
+from engram_memory.policy.decider import AuthzResult, ClassifierFacts, RateLimit
 from engram_memory.store import audit, memory
 from engram_memory.store.audit import ApprovalEvidence
 from engram_memory.store.transaction import Transaction
@@ -146,18 +146,20 @@ def guard_mutation(
     *,
     target: str | None,
     always_confirm: bool = False,
+    classifiers: ClassifierFacts | None = None,
 ) -> tuple[MutationKey, AuthzResult]:
     """The steps every mutation takes, in SPEC §1.8 order: confirmation gate, base
     authorization, idempotency identity. Returns (idempotency identity, authorization); the
     decisions and the key digest go to `audit`.
 
-    `target` None binds the confirmation to the operation digest itself (capture).
+    `target` None binds the confirmation to the operation digest itself (capture);
+    `classifiers` are the names the call's content matched (capture), for the decision.
 
     Raises:
         ProtocolRefusal / ToolError: from the gate or the authorization.
     """
     op_digest = operation_digest(ctx.tool, parsed.arguments)
-    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool)
+    need = ctx.services.decider.confirmation(ctx.subject, ctx.tool, classifiers)
     audit.decided(need.decision)
     pass_confirmation_gate(
         ctx,

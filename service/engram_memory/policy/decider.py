@@ -38,6 +38,9 @@ from engram_memory.policy.decisions import (
     AuthzResult as AuthzResult,
 )
 from engram_memory.policy.decisions import (
+    ClassifierFacts as ClassifierFacts,
+)
+from engram_memory.policy.decisions import (
     ConfirmationRequirement as ConfirmationRequirement,
 )
 from engram_memory.policy.decisions import (
@@ -91,6 +94,16 @@ ADMISSION_MAX_AGE_MS = 300_000
 
 
 _R = TypeVar("_R", bound=ResultShape)
+
+
+def _with_classifiers(
+    policy_input: dict[str, Any], classifiers: ClassifierFacts | None
+) -> dict[str, Any]:
+    """The input with the classifier names (only when the scope classifies: an input
+    without classifiers, and its receipt digest, stay as they were)."""
+    if classifiers is not None:
+        policy_input["classifiers"] = {kind: list(names) for kind, names in classifiers.items()}
+    return policy_input
 
 
 class PolicyDecider:
@@ -193,6 +206,7 @@ class PolicyDecider:
             rate_limits=tuple(
                 RateLimit(r.name, r.calls, r.per_ms, frozenset(r.tools)) for r in parsed.rate_limits
             ),
+            classifiers=tuple(c.model_dump(exclude_none=True) for c in parsed.classifiers),
         )
 
     def authz(self, subject: Subject, tool: str) -> AuthzResult:
@@ -216,13 +230,16 @@ class PolicyDecider:
             decision=decision,
         )
 
-    def confirmation(self, subject: Subject, tool: str) -> ConfirmationRequirement:
-        """Does calling `tool` need a host confirmation, and its TTL.
+    def confirmation(
+        self, subject: Subject, tool: str, classifiers: ClassifierFacts | None = None
+    ) -> ConfirmationRequirement:
+        """Does calling `tool` need a host confirmation, and its TTL (`classifiers`: what
+        the call's content classifiers found, when the scope has any).
 
         Raises:
             PolicyUnavailable, PolicyStale
         """
-        policy_input = {**subject.as_input(), "tool": tool}
+        policy_input = _with_classifiers({**subject.as_input(), "tool": tool}, classifiers)
         parsed, decision = self._decide(CONFIRMATION_PATH, policy_input, ConfirmationShape)
         return ConfirmationRequirement(
             required=parsed.required, ttl_seconds=parsed.ttl_seconds, decision=decision
@@ -258,6 +275,7 @@ class PolicyDecider:
         capture_instant_ms: int,
         derivative_rule: str,
         expires_at_ms: int | None,
+        classifiers: ClassifierFacts | None = None,
     ) -> RetentionResult:
         """Resolve a capture's retention once (SPEC §11).
 
@@ -273,6 +291,7 @@ class PolicyDecider:
             "capture_instant_ms": capture_instant_ms,
             "retention": retention,
         }
+        _with_classifiers(policy_input, classifiers)
         parsed, decision = self._decide(RETENTION_PATH, policy_input, RetentionShape)
         if parsed.allow and expires_at_ms is not None and parsed.expires_at_ms != expires_at_ms:
             raise PolicyUnavailable("retention: allowed result does not echo expires_at_ms")
@@ -320,7 +339,11 @@ class PolicyDecider:
         return AllowResult(allow=parsed.allow, decision=decision)
 
     def admission(
-        self, subject: Subject, candidate: AdmissionCandidate, now_ms: int
+        self,
+        subject: Subject,
+        candidate: AdmissionCandidate,
+        now_ms: int,
+        classifiers: ClassifierFacts | None = None,
     ) -> AdmissionResult:
         """Accept, reject or adjudicate a pending candidate (SPEC §4.4).
 
@@ -335,6 +358,7 @@ class PolicyDecider:
             "now_ms": now_ms,
             "candidate": candidate.model_dump(mode="json"),
         }
+        _with_classifiers(policy_input, classifiers)
         trusted = self._evaluate(ADMISSION_PATH, policy_input)
         result = trusted[0].result
         assert isinstance(result, Mapping)  # checked by _evaluate

@@ -62,6 +62,10 @@ class AdmissionCandidate(BaseModel):
     trust_class: str = "asserted"
 
 
+# What content classifiers found, as policy sees it: {component kind: [sorted names]}.
+ClassifierFacts = dict[str, list[str]]
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveryResult:
     visible_tools: frozenset[str]
@@ -70,6 +74,8 @@ class DiscoveryResult:
     decision: Decision
     # The rate-limit rules selecting this subject (SPEC §12); `limits_for` picks a tool's.
     rate_limits: tuple[RateLimit, ...] = ()
+    # The scope's content classifier definitions (issue 22), as policy data compiled them.
+    classifiers: tuple[dict[str, Any], ...] = ()
 
     def limits_for(self, tool: str) -> tuple[RateLimit, ...]:
         """The rules that count a call of `tool`."""

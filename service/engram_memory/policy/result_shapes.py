@@ -47,11 +47,29 @@ class RateLimitShape(ResultShape):
     tools: Annotated[list[str], AfterValidator(_known_tools)]
 
 
+class ClassifierShape(BaseModel):
+    """A content classifier definition as policy data compiles it (contract/classifiers.py
+    compiles it again and refuses what it cannot run)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    kinds: SortedStrings | None = None
+    terms: SortedStrings | None = None
+    case_sensitive: bool | None = None
+    whole_words: bool | None = None
+    regex: str | None = None
+    detector: str | None = None
+    region: str | None = None
+
+
 class DiscoveryShape(ResultShape):
     visible_tools: Annotated[SortedStrings, AfterValidator(_known_tools)]
     never_store_patterns: SortedStrings
     rate_limits: list[RateLimitShape]
     reasons: ReasonList
+    # Only when the scope defines some (so every other result keeps its shape).
+    classifiers: list[ClassifierShape] = []
 
 
 class RedactionShape(ResultShape):

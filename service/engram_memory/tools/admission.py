@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.classifiers import ClassifierSet, texts_by_kind
 from engram_memory.contract.digests import digest, with_digest
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import ToolError
@@ -132,16 +133,24 @@ class AdmissionPlan:
 
 
 def decide(
-    ctx: CallContext, audit: CallAudit, mutation: steps.MutationKey, subject: AdmissionSubject
+    ctx: CallContext,
+    audit: CallAudit,
+    mutation: steps.MutationKey,
+    subject: AdmissionSubject,
+    classifiers: ClassifierSet | None = None,
 ) -> AdmissionPlan:
-    """Ask `engram.admission` about `subject`; the forget guard turns an accept of forgotten
+    """Ask `engram.admission` about `subject`, with the names of the scope's content
+    `classifiers` its opened payload matches; the forget guard turns an accept of forgotten
     content into adjudication.
 
     Raises:
         PolicyUnavailable / PolicyStale: the decider cannot answer.
     """
+    facts = (
+        classifiers.classify(texts_by_kind(subject.envelope["payload"])) if classifiers else None
+    )
     result = ctx.services.decider.admission(
-        ctx.subject, _admission_candidate(subject.candidate, subject.envelope), ctx.now_ms
+        ctx.subject, _admission_candidate(subject.candidate, subject.envelope), ctx.now_ms, facts
     )
     audit.decided(result.receipt)
     outcome = result.decision
@@ -167,7 +176,7 @@ def request_admission(
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
         mutation = mutation.absent_in(tx)
         subject = read_subject(tx, ctx, candidate_id)
-    planned = decide(ctx, audit, mutation, subject)
+    planned = decide(ctx, audit, mutation, subject, parsed.classifiers)
 
     def written(tx: Transaction, sealed: bytes | None, prepared: Index | None) -> Written:
         return Written(write(tx, ctx, audit, planned, sealed, prepared))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.classifiers import texts_by_kind
 from engram_memory.contract.digests import (
     candidate_id_for,
     guard_digest,
@@ -29,13 +30,24 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.mutation import Written, commit_new_item
 from engram_memory.core.records import asserted_trust, build_record, effective_payload
 from engram_memory.core.runtime import CallContext
-from engram_memory.policy.decider import AuthzResult
+from engram_memory.policy.decider import AuthzResult, ClassifierFacts
 from engram_memory.store import journal, memory
 from engram_memory.store.transaction import Transaction
 
 
+def classifier_facts(parsed: ParsedArguments) -> ClassifierFacts | None:
+    """The names of the scope's content classifiers that match the capture's payload, per
+    component kind (None when the scope has none). Names only ever leave this process."""
+    if not parsed.classifiers:
+        return None
+    return parsed.classifiers.classify(texts_by_kind(parsed.arguments["payload"]))
+
+
 def _resolve_retention(
-    ctx: CallContext, audit: CallAudit, payload: Mapping[str, Any]
+    ctx: CallContext,
+    audit: CallAudit,
+    payload: Mapping[str, Any],
+    classifiers: ClassifierFacts | None,
 ) -> str | None:
     """Ask `engram.retention`; return the effective `expires_at` Instant, if any.
 
@@ -49,6 +61,7 @@ def _resolve_retention(
         ctx.now_ms,
         str(retention.get("derivative_rule", "make-ineligible")),
         None if given is None else parse_instant(given),
+        classifiers,
     )
     audit.decided(result.decision)
     if not result.allow:
@@ -107,7 +120,9 @@ def guard(
         ToolError / ProtocolRefusal: per SPEC §4.3 and §1.8.
     """
     check_capture_time_rules(parsed.model, ctx.now_ms)
-    return steps.guard_mutation(ctx, audit, parsed, confirmation, target=None)
+    return steps.guard_mutation(
+        ctx, audit, parsed, confirmation, target=None, classifiers=classifier_facts(parsed)
+    )
 
 
 def plan(
@@ -124,7 +139,7 @@ def plan(
     """
     args = parsed.arguments
     payload: Mapping[str, Any] = args["payload"]
-    expires_at = _resolve_retention(ctx, audit, payload)
+    expires_at = _resolve_retention(ctx, audit, payload, classifier_facts(parsed))
     _check_reconciliation(ctx, audit, payload)
     effective = effective_payload(payload, ctx.scope_ref, expires_at)
     source_ref = one_way_ref("capture-source", f"{ctx.scope_ref}\0{ctx.invocation.principal}")

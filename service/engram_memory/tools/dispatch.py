@@ -13,6 +13,7 @@ through the group writer.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.classifiers import ClassifierSet, classifier_set_for
 from engram_memory.contract.envelope import failure_envelope, success_envelope
 from engram_memory.contract.errors import ErrorCode, ProtocolCode
 from engram_memory.contract.exceptions import (
@@ -87,6 +89,19 @@ def _never_store_detector(patterns: tuple[str, ...]) -> SecretDetector:
         raise PolicyUnavailable("never-store pattern does not compile") from exc
 
 
+def _classifiers(discovery: DiscoveryResult) -> ClassifierSet:
+    """The scope's content classifiers, compiled once per distinct definitions.
+
+    Raises:
+        PolicyUnavailable: a definition this service cannot run (`policy build` refuses
+            such data, so the bundle was not built by it): fail closed.
+    """
+    try:
+        return classifier_set_for(discovery.classifiers)
+    except ConfigurationError as exc:
+        raise PolicyUnavailable("content classifier does not compile") from exc
+
+
 def discover(ctx: CallContext, audit: CallAudit) -> DiscoveryResult:
     """The tools and never-store shapes policy shows this binding; the receipt goes to `audit`.
 
@@ -130,7 +145,10 @@ def parse_call(
     arguments = decode_arguments(raw_arguments)
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
     detector = _never_store_detector(discovery.never_store_patterns)
-    return validate_arguments(tool, arguments, detector=detector)
+    parsed = validate_arguments(tool, arguments, detector=detector)
+    if not discovery.classifiers:
+        return parsed
+    return dataclasses.replace(parsed, classifiers=_classifiers(discovery))
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ the fields an author states expectations about.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from engram_memory.contract.exceptions import CallError, PolicyUnavailable
+from engram_memory.contract.classifiers import classifier_set_for
+from engram_memory.contract.exceptions import CallError, ConfigurationError, PolicyUnavailable
 from engram_memory.contract.types import READ_TOOLS, ToolName, one_of, parse_instant
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
@@ -125,6 +126,9 @@ class ToolCall(_Strict):
     # (four-eyes); the confirmation question then carries these approval facts
     approver: Ref | None = None
     approver_groups: list[GroupRef] | None = Field(default=None, max_length=64)
+    # capture / request_admission: sample content, the primary component's text (of the
+    # candidate's first component kind); the workspace's content classifiers run on it
+    text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +233,38 @@ def _asked(recorder: _InputRecorder, ask: Callable[[], object]) -> None:
         return
 
 
-def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
+def classifier_facts(
+    call: ToolCall, definitions: Sequence[Mapping[str, Any]]
+) -> dict[str, list[str]] | None:
+    """What the service's classifiers would hand policy for `call.text` (None: the scope has
+    no classifiers, so the service adds no `classifiers` to the input).
+
+    Raises:
+        CallError: a definition does not compile.
+    """
+    if not definitions:
+        return None
+    try:
+        classifiers = classifier_set_for(definitions)
+    except ConfigurationError:
+        raise CallError(["classifiers: a definition of this workspace does not compile"]) from None
+    text = call.text or ""
+    kind = call.candidate.component_kinds[0] if call.candidate.component_kinds else "decision"
+    return classifiers.classify({"primary": text, kind: text})
+
+
+def workspace_classifiers(
+    compiled: Mapping[str, Any] | None, binding: Binding
+) -> list[Mapping[str, Any]]:
+    """The compiled classifier definitions of the binding's workspace (none without data)."""
+    tenants = (compiled or {}).get("engram", {}).get("config", {}).get("tenants", {})
+    workspace = tenants.get(binding.tenant, {}).get("workspaces", {}).get(binding.workspace, {})
+    return list(workspace.get("classifiers", []))
+
+
+def plan_call(
+    binding: Binding, call: ToolCall, classifiers: Sequence[Mapping[str, Any]] = ()
+) -> list[PolicyQuery]:
     """Every policy question a call asks, in the service's order (SPEC §1.8): discovery for
     every tool; confirmation for a mutation; authorization; then the tool's own domains
     (the semantic channel for search, retention and reconciliation for capture, admission for
@@ -237,11 +272,16 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
     `maintenance` call asks the maintenance domain only. All domains are listed even when an
     earlier one would stop the real call, so each can be explained and tested.
 
+    `classifiers`: the workspace's content classifier definitions; the names they match in
+    `call.text` go to the confirmation, retention and admission questions, as the service
+    sends them.
+
     Raises:
         CallError: the binding lacks what the call needs (principal and purpose for a
             tool, an operator for maintenance).
     """
     _require_for(binding, call)
+    facts = classifier_facts(call, classifiers)
     recorder = _InputRecorder()
     now_ms = parse_instant(call.now)
     decider = PolicyDecider(recorder, _PROBE_IDENTITY, lambda: now_ms)
@@ -261,7 +301,8 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
             groups = call.approver_groups
             _asked(recorder, lambda: decider.approval(subject, tool, approver, groups))
         elif tool not in READ_TOOLS:
-            _asked(recorder, lambda: decider.confirmation(subject, tool))
+            gate_facts = facts if tool == ToolName.CAPTURE else None
+            _asked(recorder, lambda: decider.confirmation(subject, tool, gate_facts))
         _asked(recorder, lambda: decider.authz(subject, tool))
         if tool == ToolName.SEARCH:
             # Asked when the service has the semantic channel configured (SPEC §10.2).
@@ -269,23 +310,23 @@ def plan_call(binding: Binding, call: ToolCall) -> list[PolicyQuery]:
         elif tool == ToolName.CAPTURE:
             expires = None if call.expires_at is None else parse_instant(call.expires_at)
             rule = call.derivative_rule
-            _asked(recorder, lambda: decider.retention(subject, now_ms, rule, expires))
+            _asked(recorder, lambda: decider.retention(subject, now_ms, rule, expires, facts))
             _asked(recorder, lambda: decider.reconciliation(subject, call.family_refs))
         elif tool == ToolName.REQUEST_ADMISSION:
-            facts = call.candidate
+            candidate_facts = call.candidate
             candidate = AdmissionCandidate(
                 candidate_id="candidate:policy-call",
                 payload_digest=_PLACEHOLDER_DIGEST,
-                record_digest=facts.record_digest,
-                evidence_ref=facts.evidence_ref,
+                record_digest=candidate_facts.record_digest,
+                evidence_ref=candidate_facts.evidence_ref,
                 evidence_digest=_PLACEHOLDER_DIGEST,
-                component_kinds=tuple(facts.component_kinds),
-                citation_count=facts.citation_count,
-                source_refs=tuple(facts.source_refs),
-                has_attestation=facts.has_attestation,
-                trust_class=facts.trust_class,
+                component_kinds=tuple(candidate_facts.component_kinds),
+                citation_count=candidate_facts.citation_count,
+                source_refs=tuple(candidate_facts.source_refs),
+                has_attestation=candidate_facts.has_attestation,
+                trust_class=candidate_facts.trust_class,
             )
-            _asked(recorder, lambda: decider.admission(subject, candidate, now_ms))
+            _asked(recorder, lambda: decider.admission(subject, candidate, now_ms, facts))
     return [PolicyQuery(DOMAIN_OF_PATH[path], path, inp) for path, inp in recorder.asked]
 
 

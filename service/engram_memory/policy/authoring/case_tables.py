@@ -15,6 +15,11 @@ cases:
 `expect` names domains the call touches (`plan_call`); per domain the keys of
 `calls.EXPECTABLE`, `reasons` (each must be among the actual reasons) or `exact_reasons`
 (the actual reasons, in any order). A case is checked against what the real OPA answers.
+
+A case may give sample content, `text:` (the primary component's text of a capture or an
+admission), and `expect_classifiers: [names]`, exactly the workspace's content classifiers
+that match it; the names that match also go into the case's decisions, as the service
+sends them. Either `expect` or `expect_classifiers` (or both) must be there.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ from engram_memory.policy.authoring.calls import (
     Binding,
     PolicyQuery,
     ToolCall,
+    classifier_facts,
     parse_binding,
     parse_call,
     plan_call,
     summarize,
+    workspace_classifiers,
 )
 
-_CASE_KEYS = frozenset({"name", "binding", "call", "expect"})
+_CASE_KEYS = frozenset({"name", "binding", "call", "expect", "text", "expect_classifiers"})
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,9 @@ class TestCase:
     call: ToolCall
     queries: list[PolicyQuery]
     expect: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # `expect_classifiers` (None: not stated) and the names that matched `text`.
+    expect_classifiers: list[str] | None = None
+    found_classifiers: list[str] = field(default_factory=list)
 
 
 def table_files(tests_dir: Path) -> list[Path]:
@@ -91,7 +101,29 @@ def _check_expect(raw: object, queries: list[PolicyQuery], where: str) -> dict[s
     return expect
 
 
-def _case(raw: object, defaults: Mapping[str, Any], source: YamlSource, position: int) -> TestCase:
+def _classifier_keys(raw: Mapping[str, Any], where: str) -> tuple[str | None, list[str] | None]:
+    text, expected = raw.get("text"), raw.get("expect_classifiers")
+    problems = []
+    if text is not None and not isinstance(text, str):
+        problems.append(f"{where}text: a string (sample content)")
+    if expected is not None and not (
+        isinstance(expected, list) and all(isinstance(name, str) for name in expected)
+    ):
+        problems.append(f"{where}expect_classifiers: a list of classifier names")
+    if expected is not None and text is None:
+        problems.append(f"{where}expect_classifiers: give the sample `text` they run on")
+    if problems:
+        raise CallError(problems)
+    return text, None if expected is None else sorted(set(expected))
+
+
+def _case(
+    raw: object,
+    defaults: Mapping[str, Any],
+    source: YamlSource,
+    position: int,
+    compiled: Mapping[str, Any] | None,
+) -> TestCase:
     where = f"cases[{position}]."
     if not isinstance(raw, Mapping):
         raise CallError([f"{where[:-1]}: a case is a mapping"])
@@ -100,24 +132,35 @@ def _case(raw: object, defaults: Mapping[str, Any], source: YamlSource, position
         raise CallError([f"{where}{key}: unknown key" for key in unknown])
     binding = parse_binding({**defaults, **_mapping(raw.get("binding"))}, f"{where}binding.")
     call = parse_call(raw.get("call"), f"{where}call.")
+    text, expected = _classifier_keys(raw, where)
+    if text is not None:
+        call = call.model_copy(update={"text": text})
+    definitions = workspace_classifiers(compiled, binding)
     try:
-        queries = plan_call(binding, call)
+        queries = plan_call(binding, call, definitions)
+        facts = classifier_facts(call, definitions) or {}
     except CallError as exc:
         raise CallError([f"{where}{problem}" for problem in exc.problems]) from None
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise CallError([f"{where}name: required (a string)"])
     location = f"{source.name}:{source.line_of(('cases', position))}"
-    expect = _check_expect(raw.get("expect"), queries, where)
-    return TestCase(name, location, binding, call, queries, expect)
+    expect = (
+        {}
+        if expected is not None and raw.get("expect") is None
+        else _check_expect(raw.get("expect"), queries, where)
+    )
+    found = sorted({name for names in facts.values() for name in names})
+    return TestCase(name, location, binding, call, queries, expect, expected, found)
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def load_cases(tests_dir: Path) -> list[TestCase]:
-    """Every case of every table in `tests_dir`.
+def load_cases(tests_dir: Path, compiled: Mapping[str, Any] | None = None) -> list[TestCase]:
+    """Every case of every table in `tests_dir`; `compiled` (the data document) gives each
+    workspace's content classifiers.
 
     Raises:
         PolicyDataError: a table is malformed (every problem, as `file:line: path: problem`).
@@ -140,7 +183,7 @@ def load_cases(tests_dir: Path) -> list[TestCase]:
             defaults = _mapping(doc.get("binding"))
             for position, raw in enumerate(doc["cases"]):
                 try:
-                    cases.append(_case(raw, defaults, source, position))
+                    cases.append(_case(raw, defaults, source, position, compiled))
                 except CallError as exc:
                     for problem in exc.problems:
                         source.problems.append(
@@ -172,6 +215,11 @@ def mismatches(case: TestCase, results: list[object]) -> list[str]:
         for q, result in zip(case.queries, results, strict=True)
     }
     lines: list[str] = []
+    if case.expect_classifiers is not None and case.expect_classifiers != case.found_classifiers:
+        lines.append(
+            f"classifiers: expected {json.dumps(case.expect_classifiers)}, "
+            f"got {json.dumps(case.found_classifiers)}"
+        )
     for domain, wanted in case.expect.items():
         got = actual[domain]
         if "error" in got:

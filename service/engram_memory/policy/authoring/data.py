@@ -27,7 +27,12 @@ from pydantic import (
 from engram_memory._internal.yaml_source import Path_, YamlSource, read_yaml
 from engram_memory.contract.exceptions import PolicyDataError
 from engram_memory.contract.groups import GROUP_PREFIX, is_group_ref
+from engram_memory.contract.policy_regex import checked_regex
 from engram_memory.contract.types import SELECTABLE_CONFIRMED_TOOLS, ToolNameText, one_of
+from engram_memory.policy.authoring.classifier_data import (
+    ClassifierDefinition,
+    check_classifiers,
+)
 
 # The tools whose confirmation a workspace may select (withdraw and forget always need one).
 SelectableTool = Annotated[str, one_of(*SELECTABLE_CONFIRMED_TOOLS)]
@@ -178,6 +183,7 @@ class AdjudicateRule(_Model):
     component_kinds: list[ComponentKind] | None = Field(default=None, min_length=1)
     min_citations: Annotated[int, Field(ge=1, le=256)] | None = None
     source_ref_prefixes: list[Prefix] | None = Field(default=None, min_length=1)
+    classifiers: list[Name] | None = Field(default=None, min_length=1)  # any matched, any kind
 
 
 class Admission(_Model):
@@ -199,20 +205,13 @@ class Maintenance(_Model):
     operators: dict[Operator, list[Authority]] = Field(min_length=1)
 
 
-def _compiles(regex: str) -> str:
-    try:
-        re.compile(regex)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc.msg}") from None
-    return regex
-
-
 class NeverStorePattern(_Model):
     """A secret shape of this tenant or workspace (SPEC §11: policy data may add shapes)."""
 
     name: Name
+    # Compiles, at most 512 characters, no catastrophic backtracking (like classifiers').
     regex: Annotated[
-        str, StringConstraints(min_length=1, max_length=512), AfterValidator(_compiles)
+        str, StringConstraints(min_length=1, max_length=512), AfterValidator(checked_regex)
     ]
 
 
@@ -245,6 +244,7 @@ class Workspace(_Model):
     maintenance: Maintenance | None = None
     never_store: NeverStore | None = None
     rate_limits: list[RateLimit] = Field(default_factory=list)
+    classifiers: list[ClassifierDefinition] = Field(default_factory=list)
 
 
 class TenantPolicy(_Model):
@@ -259,6 +259,8 @@ class TenantPolicy(_Model):
     # The groups the host's identity provider asserts that this tenant's rules name: a
     # declaration `policy validate` checks every grant and approval rule against.
     groups: list[GroupRef] | None = None
+    # Content classifiers every workspace runs (with its own): classifier_data.py.
+    classifiers: list[ClassifierDefinition] = Field(default_factory=list)
     workspaces: dict[Ref, Workspace] = Field(default_factory=dict)
 
 
@@ -312,6 +314,7 @@ def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
     """What pydantic cannot see: names that must resolve, and values that must agree."""
     if policy.retention is not None:
         _check_retention(source, ("retention",), policy.retention, None)
+    check_classifiers(source, policy)
     for ws_name, ws in policy.workspaces.items():
         base: Path_ = ("workspaces", ws_name)
         for position, grant in enumerate(ws.grants):
@@ -348,7 +351,10 @@ def _cross_check(policy: TenantPolicy, source: YamlSource) -> None:
         _check_rate_limits(source, (*base, "rate_limits"), ws.rate_limits, ws.roles)
         adjudicate = ws.admission.adjudicate if ws.admission is not None else None
         if adjudicate is not None and not (
-            adjudicate.component_kinds or adjudicate.min_citations or adjudicate.source_ref_prefixes
+            adjudicate.component_kinds
+            or adjudicate.min_citations
+            or adjudicate.source_ref_prefixes
+            or adjudicate.classifiers
         ):
             source.report((*base, "admission", "adjudicate"), "name at least one condition")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.contract.secrets import named_pattern
+from engram_memory.policy.authoring.classifier_data import compile_classifiers
 from engram_memory.policy.authoring.data import (
     Retention,
     TenantPolicy,
@@ -105,6 +106,10 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
     out["never_store_patterns"] = sorted(
         {named_pattern(shape.name, shape.regex) for shape in shapes}
     )
+    # Content classifiers (the service runs them; Rego reads only the names that matched).
+    classifiers = compile_classifiers(policy.classifiers, ws.classifiers)
+    if classifiers:
+        out["classifiers"] = classifiers
     out["rate_limits"] = [
         {
             "name": limit.name,

@@ -36,6 +36,8 @@ _ITEM_NAMES: dict[str, str] = {
     "operators": "operator",
     "groups": "group",
     "authorities": "authority",
+    "terms": "term",
+    "kinds": "kind",
 }
 # What the values of an entry mapping hold, named for `_ITEM_NAMES`.
 _ENTRY_VALUES: dict[str, str] = {"roles": "tools", "operators": "authorities"}
@@ -47,6 +49,7 @@ _RENAMED: dict[str, str] = {
     "redaction": "redaction rule",
     "rate_limits": "rate limit",
     "never_store_patterns": "never_store.patterns",
+    "classifiers": "classifier",
 }
 # What one unnamed entry of a list is (a principal's grants, a tool's confirmation selectors).
 _ENTRY_NOUNS: dict[str, str] = {

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from engram_memory._internal.yaml_source import Path_, YamlSource, dotted, read_yaml
 from engram_memory.contract.types import READ_TOOLS
-from engram_memory.policy.authoring import mistakes
+from engram_memory.policy.authoring import classifier_checks, mistakes
 from engram_memory.policy.authoring.data import (
     Admission,
     RedactionRule,
@@ -283,6 +283,7 @@ def lint_policy(policy: TenantPolicy, source: YamlSource) -> list[LintWarning]:
                 out.warn("missing-type-prefix", loc, _untyped_principal(principal))
     mistakes.check_groups(out.warn, policy)
     mistakes.check_patterns(out.warn, policy)
+    classifier_checks.check_classifiers(out.warn, policy)
     for name, ws in policy.workspaces.items():
         base: Path_ = ("workspaces", name)
         mistakes.check_shadowing(out.warn, ws, base)

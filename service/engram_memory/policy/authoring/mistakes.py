@@ -179,15 +179,16 @@ def check_shadowing(warn: Warn, ws: Workspace, base: Path_) -> None:
 
 
 def run_try_pattern(policies_dir: str, name: str, text: str) -> int:
-    """`policy try-pattern NAME TEXT`: what the never-store pattern NAME matches in TEXT,
-    wherever the tenant files define it, and how much ordinary text it matches. Exit 0 when
-    it matches TEXT, 1 when it does not.
+    """`policy try-pattern NAME TEXT`: what the never-store pattern or content classifier
+    NAME matches in TEXT, wherever the tenant files define it, and how much ordinary text it
+    matches. Exit 0 when it matches TEXT, 1 when it does not.
 
     Raises:
         PolicyDataError: the data is invalid.
-        ConfigurationError: no tenant defines a pattern named NAME.
+        ConfigurationError: no tenant defines a pattern or classifier named NAME.
     """
     from engram_memory.contract.exceptions import ConfigurationError
+    from engram_memory.policy.authoring.classifier_checks import try_classifier
     from engram_memory.policy.authoring.data import load_policies
 
     found = []
@@ -200,9 +201,11 @@ def run_try_pattern(policies_dir: str, name: str, text: str) -> int:
             for pattern in never_store.patterns if never_store is not None else []:
                 if pattern.name == name:
                     found.append((where, pattern.regex))
-    if not found:
-        raise ConfigurationError(f"no never-store pattern named {name!r} in {policies_dir}")
-    matched = False
+    classifier_found, matched = try_classifier(policies_dir, name, text)
+    if not found and not classifier_found:
+        raise ConfigurationError(
+            f"no never-store pattern or classifier named {name!r} in {policies_dir}"
+        )
     for where, regex in found:
         matches = pattern_matches(regex, text)
         matched = matched or bool(matches)

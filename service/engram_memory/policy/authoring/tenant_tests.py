@@ -107,7 +107,9 @@ def _refused(
     return PolicyTestError(f"{what} failed:\n{output}")
 
 
-def _stage(rego_dir: Path, tests_dir: Path, policies_dir: Path, stage: Path) -> dict[str, str]:
+def _stage(
+    rego_dir: Path, tests_dir: Path, compiled: Mapping[str, Any], stage: Path
+) -> dict[str, str]:
     """Lay out the test tree; return staged path -> the source path to show."""
     shown: dict[str, str] = {}
     for root, prefix in ((rego_dir, "rego"), (tests_dir, "tenant_tests")):
@@ -116,7 +118,7 @@ def _stage(rego_dir: Path, tests_dir: Path, policies_dir: Path, stage: Path) -> 
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
             shown[str(target)] = str(path)
-    (stage / "data.json").write_bytes(canonical_json(compile_policies(policies_dir)))
+    (stage / "data.json").write_bytes(canonical_json(compiled))
     return shown
 
 
@@ -220,11 +222,12 @@ def run_policy_tests(
     if tests_dir is not None and not tests.is_dir():
         raise PolicyTestError(f"{tests}: not a directory")
     opa = require_opa_binary(opa_bin)
-    cases = load_cases(tests)
+    compiled = compile_policies(policies)
+    cases = load_cases(tests, compiled)
     report = TestReport()
     with tempfile.TemporaryDirectory(prefix="engram-policy-test-") as tmp:
         stage = Path(tmp) / "stage"
-        shown = _stage(rego, tests, policies, stage)
+        shown = _stage(rego, tests, compiled, stage)
         # The bar the shipped tests meet (`policy build` checks rego/ the same way).
         say(f"checking the Rego of {rego} and {tests} (opa check --strict)")
         checked = _opa([str(opa), "check", "--strict", str(stage)], "opa check --strict")
