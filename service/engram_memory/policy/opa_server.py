@@ -237,11 +237,14 @@ def start_opa_server(
     *,
     ready_timeout_seconds: float = 20.0,
     verification_key: tuple[Path, str] | None = None,
+    decision_log: Path | None = None,
 ) -> Iterator[str]:
     """Run `opa run --server --bundle <bundle_path>` on 127.0.0.1 (free port), wait until
     `/health?bundles` is healthy, yield its base URL (`http://127.0.0.1:<port>`), and
     terminate it on exit. Decision logs to the
     console are off; OPA's own log (errors only) is kept for the start error message.
+    `decision_log` turns them on, OPA's whole console output appended to that file (what
+    an operator's log pipeline would receive: tests read it for leaks).
     `verification_key` (public key PEM path, key id) makes OPA itself refuse a bundle not
     signed with that key (RS256, OPA's default algorithm).
 
@@ -250,7 +253,7 @@ def start_opa_server(
         OpaServerStartError: OPA exited or stayed unhealthy.
     """
     opa = require_opa_binary(opa_bin)
-    with tempfile.TemporaryFile() as log:
+    with contextlib.ExitStack() as stack, tempfile.TemporaryFile() as log:
         port = _free_port()
         argv = [
             str(opa),
@@ -261,9 +264,9 @@ def start_opa_server(
             "--bundle",
             str(bundle_path),
             "--log-level",
-            "error",
+            "error" if decision_log is None else "info",
             "--set",
-            "decision_logs.console=false",
+            f"decision_logs.console={'false' if decision_log is None else 'true'}",
             "--skip-version-check",
             "--shutdown-grace-period",
             "1",
@@ -271,8 +274,9 @@ def start_opa_server(
         if verification_key is not None:
             key_path, key_id = verification_key
             argv += ["--verification-key", str(key_path), "--verification-key-id", key_id]
+        console = log if decision_log is None else stack.enter_context(decision_log.open("ab"))
         process = subprocess.Popen(  # noqa: S603 - fixed argv, binary chosen by the operator
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            argv, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT
         )
         client = OpaClient(host="127.0.0.1", port=port, retries=0, timeout=1.0)
         try:

@@ -1,0 +1,114 @@
+"""Content classifiers end to end (issue 22 item 1): the shipped acme `accounts` workspace
+holds for adjudication every capture whose content mentions a customer or carries a valid
+IBAN, and accepts the rest. The service runs the classifiers on the plaintext; only the
+NAMES reach the policy. Real server over streamable HTTP, real MCP SDK client, the real OPA
+server with its decision logs on the console, a real DuckDB file; the test then scans the
+decision logs, every text column of every table, the whole store directory and the
+service's stderr for the content: it is nowhere."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pytest
+from stdnum import iban as stdnum_iban
+
+from engram_memory.client.reference_host import connect
+from engram_memory.host.keys import HostSigningKey
+from engram_memory.policy.authoring.default_bundle import default_bundle_dir
+from engram_memory.policy.opa_server import start_opa_server
+from engram_memory.store.connection import DATABASE_FILE
+from tests.e2e.conftest import ALICE
+from tests.e2e.test_governed_session import _admit, _capture
+from tests.servers import http_server, server_env
+
+pytestmark = pytest.mark.e2e
+
+ACCOUNTS = replace(ALICE, workspace="accounts")
+_TEXT_TYPES = ("VARCHAR", "JSON", "BLOB")
+
+
+def _marker_iban() -> str:
+    """A German IBAN no other test uses, with a valid mod-97 checksum, grouped by four."""
+    bban = "".join(str(secrets.randbelow(10)) for _ in range(18))
+    compact = f"DE{stdnum_iban.calc_check_digits('DE00' + bban)}{bban}"
+    assert stdnum_iban.is_valid(compact)
+    return stdnum_iban.format(compact)
+
+
+def _text_values(database: Path) -> list[str]:
+    """Every value of every text-like column of every table of the store, as text."""
+    values: list[str] = []
+    with duckdb.connect(str(database), read_only=True) as con:
+        columns = con.execute(
+            "SELECT table_schema, table_name, column_name FROM information_schema.columns"
+            " WHERE data_type IN (?, ?, ?) AND table_schema NOT IN ('information_schema',"
+            " 'pg_catalog')",
+            list(_TEXT_TYPES),
+        ).fetchall()
+        assert columns, "the store has text columns"
+        for schema, table, column in columns:
+            rows = con.execute(f'SELECT "{column}" FROM "{schema}"."{table}"').fetchall()  # noqa: S608 - names from the catalog
+            for (value,) in rows:
+                if isinstance(value, bytes):
+                    values.append(value.decode("latin-1"))
+                elif value is not None:
+                    values.append(str(value))
+    return values
+
+
+@pytest.mark.opa
+async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_process(
+    tmp_path: Path, host_secrets: tuple[Path, Path, Path]
+) -> None:
+    marker = f"marker{uuid.uuid4().hex}"
+    iban = _marker_iban()
+    held_text = f"The customer {marker} asked to pay from {iban}."
+    plain_text = f"Refund approved for parcel {marker}x after courier loss."
+    root_key, signing_key, public_keys = host_secrets
+    data_dir, decision_log, stderr_log = tmp_path / "data", tmp_path / "opa.log", tmp_path / "err"
+    env = server_env(data_dir, root_key, public_keys)
+    signer = HostSigningKey.from_pem_file(signing_key)
+    bundle = default_bundle_dir() / "bundle.tar.gz"
+    with (
+        start_opa_server(bundle, decision_log=decision_log) as opa_url,
+        stderr_log.open("wb") as stderr,
+    ):
+        env["ENGRAM_POLICY"] = opa_url
+        with http_server(env, stderr=stderr) as (_process, url):
+            async with connect(url, signer, ACCOUNTS) as host:
+                held = await _capture(host, held_text)
+                held_outcome = (await _admit(host, held["candidate_id"]))["outcome"]
+                plain = await _capture(host, plain_text)
+                plain_outcome = (await _admit(host, plain["candidate_id"]))["outcome"]
+
+    assert held_outcome["status"] == "pending_adjudication"
+    assert plain_outcome["status"] == "accepted"
+
+    # The decision logs were written, and they carry the names: the policy saw the facts.
+    logged = decision_log.read_text("utf-8")
+    decisions = [json.loads(line) for line in logged.splitlines() if '"decision_id"' in line]
+    admissions = [d for d in decisions if d.get("path") == "engram/admission/decision"]
+    assert [d["input"].get("classifiers") for d in admissions] == [
+        {"decision": ["customer", "iban"], "primary": ["customer", "iban"]},
+        {},
+    ]
+    assert [d["result"]["decision"] for d in admissions] == ["adjudication_required", "accept"]
+
+    compact = iban.replace(" ", "")
+    needles = [marker, compact, iban, compact[4:], iban[5:]]
+    sources = {
+        "OPA decision log": logged,
+        "service stderr": stderr_log.read_text("utf-8", "replace"),
+        "store text columns": "\n".join(_text_values(data_dir / DATABASE_FILE)),
+    }
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            sources[f"store file {path.name}"] = path.read_bytes().decode("latin-1")
+    leaks = [(where, n) for where, text in sources.items() for n in needles if n in text]
+    assert leaks == []
