@@ -62,6 +62,9 @@ def add_parsers(policy_sub: Any) -> None:
     explain.add_argument("--citations", type=int, help="request_admission: citation count")
     explain.add_argument("--source-ref", action="append", help="request_admission")
     explain.add_argument("--attested", action="store_true", help="request_admission")
+    explain.add_argument(
+        "--text", help="capture / request_admission: sample content for the content classifiers"
+    )
     explain.add_argument("--approver", help="a confirmed call: the approving human (human:...)")
     explain.add_argument(
         "--approver-group", action="append", help="a group the host asserts for the approver"
@@ -123,6 +126,7 @@ def _explain_document(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
         operation=args.operation,
         approver=args.approver,
         approver_groups=args.approver_group,
+        text=args.text,
     )
     if args.host_memory_disabled:
         call["host_memory_enabled"] = False
@@ -221,6 +225,11 @@ def _print_effective(report: dict[str, Any]) -> None:
         print(f"  consented families: {capture['consented_families']}")
     for limit in report["rate_limits"]:
         print(f"rate limit {limit['name']}: {limit['calls']} calls per {limit['per_ms']} ms")
+    for classifier in report.get("classifiers", []):
+        print(
+            f"content classifier {classifier['name']}: {classifier['sort']} on "
+            f"{', '.join(classifier['kinds'])}"
+        )
     if "maintenance" in report:
         m = report["maintenance"]
         print(

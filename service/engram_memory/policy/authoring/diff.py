@@ -238,6 +238,10 @@ def _compact(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _named(item: object) -> str:
+    return str(item.get("name")) if isinstance(item, Mapping) else _compact(item)
+
+
 def describe_result_change(before: object, after: object, prefix: str = "") -> str:
     """`allow false -> true; reasons gained x; redaction.max_packet_bytes 65536 -> 131072`:
     the members of a result that differ, nested objects by dotted path."""
@@ -251,6 +255,13 @@ def describe_result_change(before: object, after: object, prefix: str = "") -> s
             continue
         if isinstance(old, Mapping) and isinstance(new, Mapping):
             parts.append(describe_result_change(old, new, f"{name}."))
+        elif key == "classifiers" and isinstance(old, list) and isinstance(new, list):
+            # Definitions are policy text (the data changes show them): name the classifiers.
+            changed = sorted(
+                {_named(item) for item in new if item not in old}
+                | {_named(item) for item in old if item not in new}
+            )
+            parts.append(f"{name} changed: {', '.join(changed)}")
         elif isinstance(old, list) and isinstance(new, list):
             gained = [_compact(item) for item in new if item not in old]
             lost = [_compact(item) for item in old if item not in new]

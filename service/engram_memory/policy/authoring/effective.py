@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from engram_memory.contract.classifiers import COMPONENT_KINDS
 from engram_memory.contract.types import ToolName, format_instant, parse_instant
 from engram_memory.policy.authoring.calls import DEFAULT_NOW, Binding, ToolCall, parse_call
 from engram_memory.policy.authoring.explain import Attribution, explain_call
@@ -54,6 +55,16 @@ def _tool_row(explanation: Mapping[str, Any]) -> dict[str, Any]:
             "ttl_seconds": confirmation["summary"].get("ttl_seconds"),
         }
     return row
+
+
+def _classifier_row(classifier: Mapping[str, Any]) -> dict[str, Any]:
+    sort = next((key for key in ("terms", "regex", "detector") if key in classifier), "?")
+    if sort == "detector":
+        sort = f"detector {classifier['detector']}"
+    elif sort == "terms":
+        sort = f"{len(classifier['terms'])} terms"
+    kinds = classifier.get("kinds") or list(COMPONENT_KINDS)
+    return {"name": classifier.get("name"), "sort": sort, "kinds": kinds}
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -140,6 +151,10 @@ def effective_permissions(
         "rate_limits": listing_result.get("rate_limits", []),
         "never_store_patterns": len(listing_result.get("never_store_patterns", []) or []),
     }
+    classifiers = listing_result.get("classifiers")
+    if isinstance(classifiers, list) and classifiers:
+        # Names, sorts and kinds: what a rule may name (the definitions are in the YAML).
+        out["classifiers"] = [_classifier_row(_mapping(c)) for c in classifiers]
     if tools[ToolName.SEARCH]["allowed"]:
         semantic = _domain(ask(_call(tool=ToolName.SEARCH)), "semantic")
         out["semantic_search"] = {

@@ -51,6 +51,13 @@ class Attribution:
         self._tenants = _obj(_obj(_obj(data.get("engram")).get("config")).get("tenants"))
         self._sources = sources
 
+    def classifiers(self, binding: Binding) -> list[Mapping[str, Any]]:
+        """The compiled content classifier definitions of the binding's workspace."""
+        tenant = _obj(self._tenants.get(binding.tenant))
+        ws = _obj(_obj(tenant.get("workspaces")).get(binding.workspace))
+        found = ws.get("classifiers")
+        return [_obj(c) for c in found] if isinstance(found, list) else []
+
     def _entry(self, why: str, path: DataPath) -> dict[str, str]:
         if self._sources is None:
             return {"why": why, "source": "(no source map)"}
@@ -202,6 +209,12 @@ class Attribution:
         ):
             if any(reason.startswith(prefix) for reason in reasons):
                 out.append(self._entry(f"admission {key}", (*base, "admission", key)))
+        classifiers = ws.get("classifiers")
+        for index, classifier in enumerate(classifiers if isinstance(classifiers, list) else []):
+            name = _obj(classifier).get("name")
+            if f"adjudicate_classifier:{name}" in reasons:
+                why = f"content classifier {name} matched the text"
+                out.append(self._entry(why, (*base, "classifiers", index)))
         return out
 
 
@@ -251,7 +264,7 @@ def explain_call(
         CallError: the binding lacks what the call needs.
     """
     domains: list[dict[str, Any]] = []
-    for query in plan_call(binding, call):
+    for query in plan_call(binding, call, attribution.classifiers(binding)):
         result, revision, failure = evaluate(engine, query)
         stale = revision is not None and revision != identity.revision
         summary = summarize(query.domain, call.tool, result)

@@ -143,6 +143,15 @@ def _map_workspace(
         out.add(
             (*base, "rate_limits", compiled_index), source, (*yaml_base, "rate_limits", position)
         )
+    # Compiled: the tenant's classifiers and the workspace's, sorted by name.
+    tenant_level: Path_ = ()
+    classifiers = [
+        (tenant_level, position, c) for position, c in enumerate(_list(doc.get("classifiers")))
+    ]
+    classifiers += [(yaml_base, p, c) for p, c in enumerate(_list(ws.get("classifiers")))]
+    classifiers.sort(key=lambda item: str(_mapping(item[2]).get("name")))
+    for compiled_index, (owner, position, _classifier) in enumerate(classifiers):
+        out.add((*base, "classifiers", compiled_index), source, (*owner, "classifiers", position))
     ceiling_owner: Path_ = yaml_base if "response_ceiling_bytes" in ws else ()
     out.add((*base, "response_ceiling_bytes"), source, (*ceiling_owner, "response_ceiling_bytes"))
 
