@@ -58,6 +58,30 @@ def fold(text: str, *, case_sensitive: bool = False) -> str:
     return normalized if case_sensitive else normalized.casefold()
 
 
+class TextViews:
+    """One text and its NFKC and folded forms, each computed once however many classifiers
+    read it (a 64 KiB text is copied once per form, not once per classifier)."""
+
+    __slots__ = ("_forms", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._forms: dict[str, str] = {}
+
+    @property
+    def nfkc(self) -> str:
+        if "nfkc" not in self._forms:
+            self._forms["nfkc"] = unicodedata.normalize("NFKC", self.text)
+        return self._forms["nfkc"]
+
+    def folded(self, *, case_sensitive: bool) -> str:
+        if case_sensitive:
+            return self.nfkc
+        if "folded" not in self._forms:
+            self._forms["folded"] = self.nfkc.casefold()
+        return self._forms["folded"]
+
+
 def _is_word_char(char: str) -> bool:
     if char == "_":
         return True
@@ -144,12 +168,29 @@ def _email_spans(text: str) -> Iterator[Span]:
             yield found.span()
 
 
+# A run that could be a phone number: an optional `+`, then 6 to 24 digits and separators.
+# libphonenumber judges each run on its own (its own matcher scans the whole text in Python
+# and costs ~10 ms per KiB); a run is bounded, so the work stays linear in the text.
+_PHONE_CANDIDATE = re.compile(r"(?<![\w+])\+?\(?[0-9][0-9 ().\-/]{4,22}[0-9](?![\w])")
+
+
 def _phone_spans(text: str, region: str | None) -> Iterator[Span]:
-    matcher = phonenumbers.PhoneNumberMatcher(
-        text, region, leniency=phonenumbers.Leniency.VALID, max_tries=1000
-    )
-    for found in matcher:
-        yield found.start, found.end
+    for found in _PHONE_CANDIDATE.finditer(text):
+        candidate = found.group(0)
+        if region is None and not candidate.startswith("+"):
+            continue  # without a region only international numbers can be judged
+        try:  # most runs (amounts, order numbers) are no number of the region: cheap no
+            if not phonenumbers.is_valid_number(phonenumbers.parse(candidate, region)):
+                continue
+        except phonenumbers.NumberParseException:
+            continue
+        # libphonenumber's matcher on the run alone: it also refuses dates, times and
+        # other digit runs that happen to be valid numbers somewhere.
+        matcher = phonenumbers.PhoneNumberMatcher(
+            candidate, region, leniency=phonenumbers.Leniency.VALID, max_tries=8
+        )
+        for match in matcher:
+            yield found.start() + match.start, found.start() + match.end
 
 
 # --- classifiers -------------------------------------------------------------------------
@@ -194,20 +235,21 @@ class Classifier:
             raise ConfigurationError("unknown classifier detector")
         return cls(name, frozenset(kinds), definition, automaton, regex)
 
-    def spans(self, text: str) -> Iterator[Span]:
+    def spans(self, text: str | TextViews) -> Iterator[Span]:
         """Where this classifier matches `text` (offsets into the NFKC form of `text` for
         regexes and detectors, into its fold for term lists)."""
+        views = text if isinstance(text, TextViews) else TextViews(text)
         definition = self.definition
         if self._automaton is not None:
             case_sensitive = bool(definition.get("case_sensitive", False))
-            folded = fold(text, case_sensitive=case_sensitive)
+            folded = views.folded(case_sensitive=case_sensitive)
             whole_words = bool(definition.get("whole_words", True))
             for last, length in self._automaton.iter(folded):
                 start, end = last - length + 1, last + 1
                 if not whole_words or _bounded(folded, start, end):
                     yield start, end
             return
-        normalized = unicodedata.normalize("NFKC", text)
+        normalized = views.nfkc
         if self._regex is not None:
             for found in self._regex.finditer(normalized):
                 yield found.span()
@@ -222,7 +264,7 @@ class Classifier:
         else:
             yield from _phone_spans(normalized, definition.get("region"))
 
-    def matches(self, text: str) -> bool:
+    def matches(self, text: str | TextViews) -> bool:
         return next(iter(self.spans(text)), None) is not None
 
 
@@ -241,15 +283,22 @@ class ClassifierSet:
     def classify(self, texts_by_kind: Mapping[str, str]) -> dict[str, list[str]]:
         """`{kind: [sorted names of the classifiers that matched its text]}`, for the kinds
         where any matched. Names only: this is what policy sees."""
-        out: dict[str, list[str]] = {}
+        # Kinds often share a text (the primary component is also of its own kind): each
+        # classifier runs once per distinct text, for the kinds it applies to.
+        kinds_of_text: dict[str, list[str]] = {}
         for kind in COMPONENT_KINDS:
             text = texts_by_kind.get(kind, "")
-            if not text:
-                continue
-            names = {c.name for c in self.classifiers if kind in c.kinds and c.matches(text)}
-            if names:
-                out[kind] = sorted(names)
-        return out
+            if text:
+                kinds_of_text.setdefault(text, []).append(kind)
+        out: dict[str, list[str]] = {}
+        for text, kinds in kinds_of_text.items():
+            views = TextViews(text)
+            for classifier in self.classifiers:
+                applicable = [kind for kind in kinds if kind in classifier.kinds]
+                if applicable and classifier.matches(views):
+                    for kind in applicable:
+                        out.setdefault(kind, []).append(classifier.name)
+        return {kind: sorted(set(out[kind])) for kind in COMPONENT_KINDS if kind in out}
 
     def locate(self, text: str) -> list[tuple[str, int, int, str]]:
         """For the author's terminal only (`policy try-pattern`): every (name, start, end,

@@ -1,0 +1,72 @@
+"""Classifier names in decision inputs (issue 22 item 1): present only when the scope
+classifies, bound by the receipt's input digest, decided by the shipped bundle in both
+engines the same way, and handed to the service by discovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider
+from engram_memory.policy.opa_server import OpaServerEngine
+from tests.policy.conftest import NOW_MS, fixed_clock, subject
+
+ACCOUNTS = subject(workspace="accounts")
+RECORD = "sha256:" + "b" * 64
+CANDIDATE = AdmissionCandidate(
+    candidate_id="candidate_" + "0" * 64,
+    payload_digest="sha256:" + "a" * 64,
+    record_digest=RECORD,
+    evidence_ref="evidence:ticket/1",
+    evidence_digest="sha256:" + "c" * 64,
+    component_kinds=("decision",),
+    citation_count=1,
+    source_refs=("source:case",),
+    has_attestation=False,
+)
+FACTS = [None, {}, {"primary": ["customer"]}, {"citations": ["iban"]}, {"primary": ["email"]}]
+OUTCOMES = ["accept", "accept", "adjudication_required", "adjudication_required", "accept"]
+
+
+def test_the_shipped_accounts_workspace_holds_on_the_names_and_receipts_bind_them(
+    default_decider: PolicyDecider,
+) -> None:
+    results = [default_decider.admission(ACCOUNTS, CANDIDATE, NOW_MS, f) for f in FACTS]
+    assert [r.decision for r in results] == OUTCOMES
+    assert results[2].receipt.reasons == ("adjudicate_classifier:customer",)
+    # Every set of facts is a different input: the receipt's input digest tells them apart.
+    digests = {r.receipt.receipt.input_digest for r in results}
+    assert len(digests) == len(FACTS)
+
+
+@pytest.mark.opa
+def test_the_real_opa_server_decides_the_same(
+    default_decider: PolicyDecider, opa_default_engine: OpaServerEngine
+) -> None:
+    served = PolicyDecider(opa_default_engine, default_decider.expected, fixed_clock)
+    for facts, outcome in zip(FACTS, OUTCOMES, strict=True):
+        wasm = default_decider.admission(ACCOUNTS, CANDIDATE, NOW_MS, facts)
+        rest = served.admission(ACCOUNTS, CANDIDATE, NOW_MS, facts)
+        assert (wasm.decision, wasm.receipt.reasons) == (rest.decision, rest.receipt.reasons)
+        assert wasm.decision == outcome
+
+
+def test_discovery_hands_over_the_definitions_only_where_they_are_defined(
+    default_decider: PolicyDecider,
+) -> None:
+    accounts = default_decider.discovery(ACCOUNTS, host_memory_enabled=True)
+    assert [c["name"] for c in accounts.classifiers] == ["customer", "iban", "payment-card"]
+    assert default_decider.discovery(subject(), host_memory_enabled=True).classifiers == ()
+
+
+def test_retention_and_confirmation_inputs_carry_the_names_only_when_given(
+    default_decider: PolicyDecider,
+) -> None:
+    plain = default_decider.retention(ACCOUNTS, NOW_MS, "make-ineligible", None)
+    named = default_decider.retention(
+        ACCOUNTS, NOW_MS, "make-ineligible", None, {"primary": ["customer"]}
+    )
+    assert plain.allow
+    assert named.allow
+    assert plain.decision.receipt.input_digest != named.decision.receipt.input_digest
+    gate = default_decider.confirmation(ACCOUNTS, "engram_memory_capture", {"primary": ["iban"]})
+    assert gate.required is False
