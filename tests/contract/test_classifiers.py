@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram_memory.contract.classifiers import (
     ClassifierSet,
@@ -190,3 +192,31 @@ def test_locate_shows_where_for_the_authors_terminal_only() -> None:
         ("customer", 0, 5, "kunde"),
         ("iban", 6, 33, "DE89 3704 0044 0532 0130 00"),
     ]
+
+
+EVERY_DETECTOR = ClassifierSet(
+    [
+        CUSTOMER,
+        {"name": "iban", "detector": "iban"},
+        {"name": "card", "detector": "payment_card"},
+        {"name": "email", "detector": "email"},
+        {"name": "phone", "detector": "phone"},
+        {"name": "phone-de", "detector": "phone", "region": "DE"},
+        {"name": "contract", "regex": r"\bCN-[0-9]{6}\b"},
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
+def test_any_text_classifies_to_known_names_without_raising(text: str) -> None:
+    facts = EVERY_DETECTOR.classify({"primary": text, "citations": text})
+    known = {c.name for c in EVERY_DETECTOR.classifiers}
+    assert set(facts) <= {"primary", "citations"}
+    assert all(set(names) <= known and names == sorted(names) for names in facts.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="0123456789 +-()./@abcDE", max_size=120))
+def test_digit_heavy_text_classifies_without_raising(text: str) -> None:
+    EVERY_DETECTOR.classify({"primary": text})

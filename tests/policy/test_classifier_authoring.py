@@ -178,3 +178,16 @@ def test_explain_runs_the_classifiers_on_text_and_effective_lists_them(
     assert main(["policy", "effective", *binding, "--json"]) == 0
     effective = json.loads(capsys.readouterr().out)
     assert [c["name"] for c in effective["classifiers"]] == ["customer", "iban", "payment-card"]
+
+
+def test_the_diff_corpus_asks_admission_with_every_classifier_name() -> None:
+    from engram_memory.policy.authoring.decision_corpus import generate_calls
+
+    calls = generate_calls(compile_policies(POLICIES_DIR))
+    asked = {
+        (c.policy_input["workspace"], name)
+        for c in calls
+        if c.domain == "admission" and "classifiers" in c.policy_input
+        for name in c.policy_input["classifiers"]["primary"]
+    }
+    assert {("accounts", n) for n in ("customer", "iban", "payment-card")} <= asked

@@ -5,10 +5,16 @@ the service never asks. The service's shapes come from the decider itself, throu
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from pathlib import Path
 
-from engram_memory.policy.authoring.calls import parse_binding, parse_call, plan_call
+from engram_memory.policy.authoring.calls import (
+    parse_binding,
+    parse_call,
+    plan_call,
+    workspace_classifiers,
+)
 from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.authoring.decision_corpus import generate_calls
 
@@ -31,14 +37,18 @@ TOOLS = [
 
 
 def _service_shapes() -> dict[str, set[frozenset[str]]]:
-    """Per domain, the input key sets the service sends (with and without groups)."""
+    """Per domain, the input key sets the service sends (with and without groups, in a
+    workspace without content classifiers and in one with them)."""
     shapes: dict[str, set[frozenset[str]]] = defaultdict(set)
-    for groups in (True, False):
+    compiled = compile_policies(POLICIES)
+    for groups, workspace in itertools.product((True, False), ("support", "accounts")):
         binding = {k: v for k, v in BINDING.items() if groups or k != "groups"}
+        parsed = parse_binding({**binding, "workspace": workspace})
+        classifiers = workspace_classifiers(compiled, parsed)
         calls = [{"tool": tool} for tool in TOOLS]
         calls += [{"tool": "engram_memory_capture", "expires_at": "2026-02-01T00:00:00.000Z"}]
         for call in calls:
-            for query in plan_call(parse_binding(binding), parse_call(call)):
+            for query in plan_call(parsed, parse_call(call), classifiers):
                 shapes[query.domain].add(frozenset(query.input))
     maintenance = {"tool": "maintenance", "operator": "human:dana", "authority": "maintain"}
     for query in plan_call(parse_binding(BINDING), parse_call(maintenance)):

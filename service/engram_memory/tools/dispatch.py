@@ -76,6 +76,11 @@ _HANDLERS: dict[str, ToolHandler] = {
 }
 
 
+# The tools whose decisions see classifier names: they hold the content (capture's payload,
+# the candidate an admission opens).
+_CLASSIFIED_TOOLS = frozenset({ToolName.CAPTURE, ToolName.REQUEST_ADMISSION})
+
+
 def _never_store_detector(patterns: tuple[str, ...]) -> SecretDetector:
     """The built-in shapes plus the scope's policy-data shapes.
 
@@ -146,7 +151,7 @@ def parse_call(
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
     detector = _never_store_detector(discovery.never_store_patterns)
     parsed = validate_arguments(tool, arguments, detector=detector)
-    if not discovery.classifiers:
+    if not discovery.classifiers or tool not in _CLASSIFIED_TOOLS:
         return parsed
     return dataclasses.replace(parsed, classifiers=_classifiers(discovery))
 

@@ -13,7 +13,7 @@ changes here changes in service.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engram_memory.contract.types import ToolName
@@ -65,6 +65,8 @@ class _Names:
     source_prefixes: set[str]
     citation_thresholds: set[int]
     durations_ms: set[int]
+    # Content classifier names, defined or named by a rule: an admission is asked with each.
+    classifiers: set[str] = field(default_factory=set)
 
 
 def _tenants(document: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -88,6 +90,11 @@ def _walk(node: object, key: str, names: _Names) -> None:
             _walk(child, str(child_key), names)
     elif isinstance(node, list):
         strings = [item for item in node if isinstance(item, str)]
+        if key == "classifiers":
+            names.classifiers.update(strings)
+            names.classifiers.update(
+                str(item["name"]) for item in node if isinstance(item, Mapping) and "name" in item
+            )
         target = {
             "principals": names.principals,
             "groups": names.groups,
@@ -202,6 +209,13 @@ def _subject_calls(
             "admission",
             {**subject, "now_ms": NOW_MS, "candidate": candidate},
             f"{who} request_admission, {shown}",
+        )
+    plain = next(_candidates(names))[1]
+    for name in sorted(names.classifiers):
+        yield Call(
+            "admission",
+            {**subject, "now_ms": NOW_MS, "candidate": plain, "classifiers": {"primary": [name]}},
+            f"{who} request_admission, content classifier {name} matched",
         )
 
 
