@@ -23,7 +23,7 @@ from engram_memory.host.keys import HostSigningKey
 from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.opa_server import start_opa_server
 from engram_memory.store.connection import DATABASE_FILE
-from tests.e2e.conftest import ALICE
+from tests.e2e.conftest import ALICE, Deployment
 from tests.e2e.test_governed_session import _admit, _capture
 from tests.servers import http_server, server_env
 
@@ -112,3 +112,20 @@ async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_pro
             sources[f"store file {path.name}"] = path.read_bytes().decode("latin-1")
     leaks = [(where, n) for where, text in sources.items() for n in needles if n in text]
     assert leaks == []
+
+
+@pytest.mark.parametrize("deployment", ["stdio-embedded", "http-opa"], indirect=True)
+async def test_both_engines_hold_a_customer_mention_and_accept_the_rest(
+    deployment: Deployment,
+) -> None:
+    async with deployment.host(ACCOUNTS) as host:
+        outcomes = []
+        for text in (
+            f"Kundin {uuid.uuid4().hex} bittet um Rückruf.",  # the German term, any case
+            f"Card {uuid.uuid4().hex[:6]}: 4111 1111 1111 1111 refunded.",  # a valid card
+            # A longer word holding a term, and a card number failing Luhn: no match.
+            f"Parcel {uuid.uuid4().hex}: Kundennummer and 4111 1111 1111 1112 unchanged.",
+        ):
+            captured = await _capture(host, text)
+            outcomes.append((await _admit(host, captured["candidate_id"]))["outcome"]["status"])
+    assert outcomes == ["pending_adjudication", "pending_adjudication", "accepted"]
