@@ -220,3 +220,19 @@ def test_any_text_classifies_to_known_names_without_raising(text: str) -> None:
 @given(st.text(alphabet="0123456789 +-()./@abcDE", max_size=120))
 def test_digit_heavy_text_classifies_without_raising(text: str) -> None:
     EVERY_DETECTOR.classify({"primary": text})
+
+
+_WORD = st.characters(whitelist_categories=("Ll", "Lu", "Nd"), max_codepoint=0x24F)
+_SPACE = st.sampled_from([" ", ",", ".", "(", ")", "\n", "-", "!", "\u00a0"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(_WORD, max_size=5), st.text(_WORD, max_size=5), _SPACE, _SPACE)
+def test_a_term_matches_exactly_when_no_word_character_touches_it(
+    before: str, after: str, left: str, right: str
+) -> None:
+    term = {**CUSTOMER, "terms": ["Kunde"]}
+    assert names(term, f"{before}{left}KUNDE{right}{after}") == ["customer"]
+    joined = f"{before}KUNDE{after}"
+    touching = bool(before) or bool(after)
+    assert (names(term, joined) == []) == touching
