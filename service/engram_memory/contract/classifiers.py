@@ -179,7 +179,8 @@ def _phone_spans(text: str, region: str | None) -> Iterator[Span]:
         candidate = found.group(0)
         if region is None and not candidate.startswith("+"):
             continue  # without a region only international numbers can be judged
-        try:  # most runs (amounts, order numbers) are no number of the region: cheap no
+        # Most runs (amounts, order numbers) are no valid number: skipped before the matcher.
+        try:
             if not phonenumbers.is_valid_number(phonenumbers.parse(candidate, region)):
                 continue
         except phonenumbers.NumberParseException:
