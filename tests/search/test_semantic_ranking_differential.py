@@ -12,6 +12,8 @@ import pytest
 from engram_memory.search.semantic_ranking import (
     OPEN_END,
     InducedAdjacency,
+    channel_order,
+    id_ranks,
     personalized_pagerank,
     rank_semantic,
 )
@@ -69,7 +71,7 @@ def test_fast_ranking_equals_brute_force(seed: int) -> None:
     ends: dict[str, int | None] = corpus["ends"]  # type: ignore[assignment]
     expected = semantic_brute_force.rank(ids, bm25, edges, similarity, ends, VALID_AS_OF)
     ranked = rank_semantic(
-        id_keys=np.array([i.encode("ascii") for i in ids], dtype="S64"),
+        id_order=id_ranks(np.array([i.encode("ascii") for i in ids], dtype="S64")),
         bm25=np.array([bm25.get(i, 0.0) for i in ids], dtype=np.float64),
         adjacency=_csr(ids, edges),
         similarity=np.array([similarity[i] for i in ids], dtype=np.float64),
@@ -105,7 +107,7 @@ def test_no_lexical_match_teleports_uniformly_so_every_eligible_record_enters_th
     # without a lexical match PPR ranks all of E, by id among equals.
     ids = ["mem_a", "mem_b", "mem_c"]
     ranked = rank_semantic(
-        id_keys=np.array([i.encode() for i in ids], dtype="S64"),
+        id_order=id_ranks(np.array([i.encode() for i in ids], dtype="S64")),
         bm25=np.zeros(3),
         adjacency=_csr(ids, {}),
         similarity=np.array([0.0, 0.0, 0.9]),
@@ -114,3 +116,46 @@ def test_no_lexical_match_teleports_uniformly_so_every_eligible_record_enters_th
     )
     # mem_c: vector 1st + graph 3rd beats mem_a: graph 1st only.
     assert [ids[p] for p in ranked.positions] == ["mem_c", "mem_a", "mem_b"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_capped_channel_order_equals_the_full_sort(seed: int) -> None:
+    # Above 2,000 kept scores only the first 2,000 are sorted (partition, then the lowest ids
+    # among the scores tied at the cut): the same list as sorting everything, ties included.
+    rng = np.random.default_rng(seed)
+    size = int(rng.choice((1999, 2000, 2001, 2500, 6000)))
+    distinct = int(rng.choice((1, 3, 50, size)))
+    scores = rng.integers(0, distinct, size).astype(np.float64) / max(1, distinct - 1)
+    id_order = rng.permutation(size).astype(np.int64)
+    kept = np.flatnonzero(scores > 0.0)
+    expected = kept[np.lexsort((id_order[kept], -scores[kept]))][:2000]
+    assert channel_order(scores, id_order, 0.0).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_ranking_equals_brute_force_beyond_the_channel_cap(seed: int) -> None:
+    # 2,600 eligible records with few distinct values: each list is cut at 2,000 inside ties
+    # (without a lexical match PageRank ties all of E).
+    rng = random.Random(seed)
+    ids = [f"mem_{n:06d}" for n in range(2600)]
+    rng.shuffle(ids)
+    bm25 = {i: rng.choice((1.0, 2.5)) for i in ids if seed > 0 and rng.random() < 0.9}
+    edges: dict[str, dict[str, float]] = {}
+    for _ in range(40):
+        a, b = rng.sample(ids, 2)
+        edges.setdefault(a, {})[b] = 1.0
+        edges.setdefault(b, {})[a] = 1.0
+    similarity = {i: rng.choice((0.0, 0.25, 0.5, 0.75)) for i in ids}
+    expected = semantic_brute_force.rank(
+        ids, bm25, edges, similarity, dict.fromkeys(ids), VALID_AS_OF
+    )
+    ranked = rank_semantic(
+        id_order=id_ranks(np.array([i.encode("ascii") for i in ids], dtype="S64")),
+        bm25=np.array([bm25.get(i, 0.0) for i in ids], dtype=np.float64),
+        adjacency=_csr(ids, edges),
+        similarity=np.array([similarity[i] for i in ids], dtype=np.float64),
+        valid_ends=np.full(len(ids), OPEN_END, dtype=np.int64),
+        valid_as_of=VALID_AS_OF,
+    )
+    assert [ids[p] for p in ranked.positions] == [record_id for record_id, _ in expected]
+    assert ranked.scores.tolist() == [score for _, score in expected]

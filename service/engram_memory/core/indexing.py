@@ -14,7 +14,7 @@ from typing import Any
 
 from engram_memory.contract.exceptions import CommitOutcomeUnknown, StoreUnavailable
 from engram_memory.core.runtime import CallContext
-from engram_memory.core.semantic_index import record_embedding
+from engram_memory.core.semantic_index import record_semantics
 from engram_memory.search.fields import TermKey, document_terms, keyed_term_hasher
 from engram_memory.store import memory, side_writes
 from engram_memory.store.index_changes import DocumentIndexed, PostingBatch, RecordEmbedded
@@ -54,8 +54,8 @@ STAGE_FROM_POSTINGS = 4096
 
 
 def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
-    """The keyed postings and field lengths of `record`, and its vector when the semantic
-    channel is configured (no store access)."""
+    """The keyed postings and field lengths of `record`, and its text and keyed citations for
+    the semantic projections when the channel is configured (no store access)."""
     term_key = scope_term_key(ctx)
     terms = document_terms(record, term_key)
     index = ctx.services.search_index
@@ -74,11 +74,7 @@ def record_index(ctx: CallContext, record: Mapping[str, Any]) -> RecordIndex:
             memory.posting_batch(postings[start : start + POSTINGS_PER_BATCH])
             for start in range(0, len(postings), POSTINGS_PER_BATCH)
         ),
-        embedding=(
-            None
-            if semantic is None
-            else record_embedding(semantic.model, ctx.scope_ref, record, term_key)
-        ),
+        embedding=(None if semantic is None else record_semantics(ctx.scope_ref, record, term_key)),
     )
 
 

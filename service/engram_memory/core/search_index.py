@@ -52,6 +52,9 @@ _Q = load_queries("engram_memory.store.sql", "search_index.sql")
 STABLE_WAIT_S = 0.05
 # Purged postings kept before a scope's term arrays are rewritten without them.
 COMPACT_DEAD_SHARE = 0.5
+# How long a semantic search waits for the embedder to reach its snapshot before answering
+# RANKING_UNAVAILABLE (retriable): a 512-record batch embeds in well under a second.
+EMBED_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,10 @@ class SearchIndex:
 
     def __init__(self, semantic: SemanticSetup | None = None) -> None:
         self._lock = threading.Lock()
+        # Notified each time the embedder stores a batch or stops (a search may be waiting).
+        self._embedded = threading.Condition(self._lock)
+        self._embedder: threading.Thread | None = None
+        self._embedder_failed = False
         self._scopes: dict[str, ScopeIndex] = {}
         self._usable = False
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
@@ -104,6 +111,55 @@ class SearchIndex:
                 # Never fail a committed call: search falls back to the store until restart.
                 log.error("search index no longer follows the store; searches read the store")
                 self._usable = False
+            self._start_embedder()
+
+    def _start_embedder(self) -> None:
+        """Start the embedder thread when texts are queued and none runs (under the lock)."""
+        if self.semantic is None or not self.semantic.queued or self._embedder is not None:
+            return
+        self._embedder = threading.Thread(
+            target=self._embed_queued, name="engram-semantic-embedder", daemon=True
+        )
+        self._embedder.start()
+
+    def _embed_queued(self) -> None:
+        """Embed the queued texts a batch at a time without the lock (writers and lexical
+        searches go on meanwhile), store each batch under it; stop when the queue is empty."""
+        while True:
+            with self._lock:
+                semantic = self.semantic
+                if semantic is None or not semantic.queued or self._embedder_failed:
+                    self._embedder = None
+                    self._embedded.notify_all()
+                    return
+                batch = semantic.next_batch()
+            try:
+                vectors = semantic.model.embed([text for _, text in batch])
+            except Exception:  # noqa: BLE001 - the tokenizer's own error types; fail closed
+                with self._lock:
+                    log.error("semantic embedding failed; semantic searches are unavailable")
+                    self._embedder_failed = True
+                    self._embedder = None
+                    self._embedded.notify_all()
+                return
+            with self._lock:
+                if self.semantic is semantic:
+                    semantic.store(batch, vectors)
+                self._embedded.notify_all()
+
+    def _wait_for_embedder(self, scope_ref: str, in_step: Callable[[], bool]) -> bool:
+        """Wait (releasing the lock) until `scope_ref` has no queued text; False when the
+        snapshot moved on meanwhile, the embedder failed or took longer than EMBED_WAIT_S."""
+        deadline = time.monotonic() + EMBED_WAIT_S
+        while self.semantic is not None and self.semantic.has_queued(scope_ref):
+            self._start_embedder()
+            remaining = deadline - time.monotonic()
+            if self._embedder_failed or remaining <= 0:
+                return False
+            self._embedded.wait(remaining)
+            if not self._usable or not in_step():
+                return False
+        return not self._embedder_failed
 
     def _apply_one(self, change: IndexChange) -> None:
         scope = self._scopes.setdefault(change.scope_ref, ScopeIndex())
@@ -180,6 +236,8 @@ class SearchIndex:
         with self._lock:
             if self.semantic is None or not self._usable or not in_step():
                 return None
+            if not self._wait_for_embedder(scope_ref, in_step):
+                return None
             lexical = self._scopes.get(scope_ref) or ScopeIndex()
             semantic = self.semantic.scope(scope_ref)
             ranked = rank_with_projections(
@@ -196,16 +254,20 @@ class SearchIndex:
                 ranked.record_ids,
                 ranked.scores,
                 ranked.eligible_count,
-                len(semantic.vector_rows()),
+                semantic.vector_count(),
                 ranked.edge_count,
                 self.semantic.model.model_ref,
             )
 
     def semantic_rows(self) -> dict[str, tuple[list[Any], list[Any]]]:
-        """Every scope's (vectors by record id, edges by record ids): a diagnostic for tests."""
+        """Every scope's (vectors by record id, edges by record ids) once every queued text is
+        embedded: a diagnostic for tests."""
         with self._lock:
             if self.semantic is None:
                 return {}
+            for scope_ref in {scope for scope, _ in self.semantic.queued}:
+                if not self._wait_for_embedder(scope_ref, lambda: True):
+                    raise IndexInconsistent("the semantic embedder did not finish")
             result: dict[str, tuple[list[Any], list[Any]]] = {}
             for scope_ref, semantic in sorted(self.semantic.scopes.items()):
                 ids = self._scopes[scope_ref].record_ids

@@ -3,20 +3,23 @@ committed changes as the lexical index and under its lock (core/search_index.py 
 and rebuilt at open from the sealed bodies: vectors are derived from content, so they are
 never written anywhere and exist in plaintext only in this process's memory.
 
-What a record contributes is computed from its content before the accept transaction
-(`record_embedding`, called where the lexical postings are), so embedding never holds the
-writer's lock; the commit hands it over as a `RecordEmbedded` change.
+What a record contributes (its text and keyed citations, `record_semantics`, computed where
+the lexical postings are) is handed over by the commit as a `RecordEmbedded` change; the
+projection takes its citations at once and queues its text. The vectors are computed after
+the commit, in batches, by an embedder thread (core/search_index.py), so embedding never
+holds the writer and a bulk import's records are embedded a batch at a time; the tokenizer's
+batch encode spreads a batch over the cores. A search waits until its scope has no queued
+text, so it ranks with every vector of its snapshot (the position in its receipt).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
-
-import numpy as np
 
 from engram_memory.contract.exceptions import KeyFileBroken, KeyStoreUnavailable, SealBroken
 from engram_memory.crypto.keys import RootKey
@@ -34,7 +37,8 @@ log = logging.getLogger("engram_memory.semantic_index")
 
 _Q = load_queries("engram_memory.store.sql", "search_index.sql")
 
-# Records embedded per tokenizer call at open (the tokenizer spreads a batch over the cores).
+# Records embedded per tokenizer call, at open and by the embedder (the tokenizer spreads a
+# batch over the cores: batches embed ~2.5x faster than one text at a time on 2 cores).
 EMBED_BATCH = 512
 
 BodyOpener = Callable[[str, str, bytes], Mapping[str, Any] | None]
@@ -56,25 +60,28 @@ def citation_keys(record: Mapping[str, Any], term_key: TermKey) -> tuple[str, ..
     return tuple(sorted(set(keys)))
 
 
-def record_embedding(
-    model: EmbeddingModel, scope_ref: str, record: Mapping[str, Any], term_key: TermKey
+def record_semantics(
+    scope_ref: str, record: Mapping[str, Any], term_key: TermKey
 ) -> RecordEmbedded:
-    """The change a record's accept transaction hands to the semantic projection."""
-    vector = model.embed([record_text(record)])[0]
+    """The change a record's accept transaction hands to the semantic projection (its text
+    is embedded after the commit)."""
     return RecordEmbedded(
-        scope_ref,
-        str(record["record_id"]),
-        vector.astype(np.float32).tobytes(),
-        citation_keys(record, term_key),
+        scope_ref, str(record["record_id"]), record_text(record), citation_keys(record, term_key)
     )
+
+
+QueuedText = tuple[tuple[str, int], str]  # ((scope_ref, slot), text)
 
 
 @dataclass
 class SemanticProjection:
-    """Every scope's `SemanticScope`; its owner (`SearchIndex`) serializes every call."""
+    """Every scope's `SemanticScope` and the texts still to embed; its owner (`SearchIndex`)
+    serializes every call."""
 
     model: EmbeddingModel
     scopes: dict[str, SemanticScope]
+    # (scope_ref, slot) -> text, oldest first; a slot with a queued text has no vector.
+    queued: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def scope(self, scope_ref: str) -> SemanticScope:
         found = self.scopes.get(scope_ref)
@@ -83,17 +90,33 @@ class SemanticProjection:
         return found
 
     def embedded(self, change: RecordEmbedded, slot: int) -> None:
-        vector = np.frombuffer(change.vector, dtype=np.float32)
-        if vector.shape != (self.model.dimensions,):
-            raise ValueError("vector of another model")
-        self.scope(change.scope_ref).add(slot, vector, change.citation_keys)
+        """A committed record: its citations now, its text queued for the embedder."""
+        self.scope(change.scope_ref).set_citations(slot, change.citation_keys)
+        self.queued.pop((change.scope_ref, slot), None)
+        self.queued[(change.scope_ref, slot)] = change.text
 
     def purged(self, scope_ref: str, slot: int) -> None:
+        self.queued.pop((scope_ref, slot), None)
         self.scope(scope_ref).remove(slot)
+
+    def has_queued(self, scope_ref: str) -> bool:
+        return any(queued_scope == scope_ref for queued_scope, _ in self.queued)
+
+    def next_batch(self) -> list[QueuedText]:
+        """The oldest queued texts, at most `EMBED_BATCH` (they stay queued until stored)."""
+        return list(islice(self.queued.items(), EMBED_BATCH))
+
+    def store(self, batch: Sequence[QueuedText], vectors: Vectors) -> None:
+        """The vectors of `batch`, for each text still queued as it was (a record purged or
+        re-sent meanwhile keeps its newer state)."""
+        for (key, text), vector in zip(batch, vectors, strict=True):
+            if self.queued.get(key) is text:
+                del self.queued[key]
+                self.scope(key[0]).set_vector(key[1], vector)
 
     def vector_count(self, scope_ref: str) -> int:
         found = self.scopes.get(scope_ref)
-        return 0 if found is None else len(found.vector_rows())
+        return 0 if found is None else found.vector_count()
 
 
 def body_opener(keys: KeyStore, root_key: RootKey) -> BodyOpener:

@@ -137,8 +137,22 @@ def personalized_pagerank(adjacency: InducedAdjacency, bm25: Floats) -> Floats:
 
 def channel_order(scores: Floats, id_order: Int64s, floor: float) -> Int64s:
     """Positions with a score above `floor`, score desc then record id asc, first 2,000;
-    `id_order` ranks each position's record id (sorting integers, not the ids, per list)."""
+    `id_order` ranks each position's record id (sorting integers, not the ids, per list).
+
+    Only the first 2,000 are sorted: the 2,000th score is found by partition, every score
+    above it is in, and of the scores equal to it the lowest ids fill the rest, which is
+    exactly the first 2,000 of the full sort (a uniform PageRank ties all of E).
+    """
     kept = np.flatnonzero(scores > floor)
+    if len(kept) > CHANNEL_CAP:
+        kept_scores = scores[kept]
+        threshold = np.partition(kept_scores, len(kept) - CHANNEL_CAP)[len(kept) - CHANNEL_CAP]
+        above = kept[kept_scores > threshold]
+        tied = kept[kept_scores == threshold]
+        wanted = CHANNEL_CAP - len(above)
+        if len(tied) > wanted:
+            tied = tied[np.argpartition(id_order[tied], wanted - 1)[:wanted]]
+        kept = np.concatenate([above, tied])
     order = np.lexsort((id_order[kept], -scores[kept]))[:CHANNEL_CAP]
     result: Int64s = kept[order]
     return result
@@ -153,31 +167,31 @@ def id_ranks(id_keys: npt.NDArray[np.bytes_]) -> Int64s:
 
 def rank_semantic(
     *,
-    id_keys: npt.NDArray[np.bytes_],
+    id_order: Int64s,
     bm25: Floats,
     adjacency: InducedAdjacency,
     similarity: Floats,
     valid_ends: Int64s,
     valid_as_of: int,
 ) -> SemanticRanked:
-    """The semantic_v1 ranked list over E. `id_keys` are the records' ASCII ids (record ids
-    are ASCII, so byte order is UTF-16 order, the tie-break); `valid_ends` each record's
-    valid-time end, `OPEN_END` when open.
+    """The semantic_v1 ranked list over E. `id_order` ranks each record's id: any distinct
+    integers in record id order (`id_ranks` of the ASCII ids, whose byte order is UTF-16
+    order, the tie-break; the service passes a rank cached per slot, semantic_scope.py);
+    `valid_ends` each record's valid-time end, `OPEN_END` when open.
 
     Raises:
         Nothing for consistent inputs.
     """
     n = len(bm25)
-    id_order = id_ranks(id_keys)
     lexical = channel_order(bm25, id_order, 0.0)
     ppr = np.round(personalized_pagerank(adjacency, bm25), PPR_SCORE_DECIMALS)
     graph = channel_order(ppr, id_order, 0.0)
     vector = channel_order(similarity, id_order, VECTOR_MATCH_FLOOR)
+    # Each list adds its RRF term in list order (lexical, graph, vector), as the brute force
+    # does, so every fused double is bit-for-bit the same; only listed positions are touched.
     fused = np.zeros(n, dtype=np.float64)
     for ordered in (lexical, graph, vector):
-        contribution = np.zeros(n, dtype=np.float64)
-        contribution[ordered] = 1 / (RRF_K + np.arange(1, len(ordered) + 1, dtype=np.float64))
-        fused = fused + contribution
+        fused[ordered] += 1 / (RRF_K + np.arange(1, len(ordered) + 1, dtype=np.float64))
     candidates = np.flatnonzero(fused > 0)
     if len(candidates) == 0:
         empty = np.zeros(0, dtype=np.float64)

@@ -48,6 +48,10 @@ class SemanticScope:
         self._citations: dict[int, tuple[str, ...]] = {}
         self._cited_by: dict[str, set[int]] = {}
         self._edges: tuple[Int64s, Int64s, npt.NDArray[np.float64]] | None = None
+        # Slots in record id order and each slot's rank in it, for the first `_ranked` slots
+        # of the lexical index (slots are append-only and never change id).
+        self._id_sorted = np.zeros(0, dtype=np.int64)
+        self._id_rank = np.zeros(0, dtype=np.int64)
 
     def _grow(self, slot: int) -> None:
         if slot < len(self._present):
@@ -61,15 +65,24 @@ class SemanticScope:
 
     def add(self, slot: int, vector: Floats32, citation_keys: Sequence[str]) -> None:
         """A record's vector and keyed citations (replacing any earlier ones of the slot)."""
+        self.set_citations(slot, citation_keys)
+        self.set_vector(slot, vector)
+
+    def set_citations(self, slot: int, citation_keys: Sequence[str]) -> None:
+        """A record's keyed citations, replacing the slot's earlier citations and vector (its
+        vector follows with `set_vector` once embedded)."""
         self.remove(slot)
         self._grow(slot)
-        self._vectors[slot] = vector
-        self._present[slot] = True
         keys = tuple(sorted(set(citation_keys)))
         self._citations[slot] = keys
         for key in keys:
             self._cited_by.setdefault(key, set()).add(slot)
         self._edges = None
+
+    def set_vector(self, slot: int, vector: Floats32) -> None:
+        self._grow(slot)
+        self._vectors[slot] = vector
+        self._present[slot] = True
 
     def remove(self, slot: int) -> None:
         """Forget a record: its vector row is zeroed and its edges dropped."""
@@ -82,6 +95,29 @@ class SemanticScope:
             if not members:
                 del self._cited_by[key]
         self._edges = None
+
+    def id_order(self, lexical: ScopeIndex, slots: Int64s) -> Int64s:
+        """Each slot's rank in record id order (the tie-break), from a cache that new slots
+        are merged into: sorting 100k ids per search would cost 40 ms."""
+        count = len(lexical.record_ids)
+        ranked = len(self._id_rank)
+        if count != ranked:
+            keys = lexical.id_keys(np.arange(count, dtype=np.int64))
+            if count < ranked or ranked == 0:
+                ordered = np.argsort(keys, kind="stable").astype(np.int64)
+            else:
+                new = np.arange(ranked, count, dtype=np.int64)
+                new = new[np.argsort(keys[new], kind="stable")]
+                at = np.searchsorted(keys[self._id_sorted], keys[new])
+                ordered = np.insert(self._id_sorted, at, new)
+            rank = np.empty(count, dtype=np.int64)
+            rank[ordered] = np.arange(count, dtype=np.int64)
+            self._id_sorted, self._id_rank = ordered, rank
+        result: Int64s = self._id_rank[slots]
+        return result
+
+    def vector_count(self) -> int:
+        return int(np.count_nonzero(self._present))
 
     def has_vector(self, slot: int) -> bool:
         return slot < len(self._present) and bool(self._present[slot])
@@ -176,7 +212,7 @@ def rank_with_projections(
     slots = eligible.slots
     adjacency = semantic.induced(slots, len(lexical.record_ids))
     ranked = rank_semantic(
-        id_keys=lexical.id_keys(slots),
+        id_order=semantic.id_order(lexical, slots),
         bm25=eligible.bm25,
         adjacency=adjacency,
         similarity=semantic.similarities(query_vector, slots),

@@ -82,13 +82,15 @@ class DocumentPurged:
 
 @dataclass(frozen=True)
 class RecordEmbedded:
-    """A record's vector (float32 bytes) and keyed citations for the semantic projections,
-    computed from its content before the accept transaction. Only the in-memory projection
-    receives it: nothing of it is ever written to the store."""
+    """A record's text and keyed citations for the semantic projections. The text is the
+    one its vector is computed from (search/embedding.py `record_text`); the projection's
+    follower embeds it in batches after the commit (core/semantic_index.py), so embedding
+    never holds the writer. Only the in-memory projection receives it: nothing of it is ever
+    written to the store."""
 
     scope_ref: str
     record_id: str
-    vector: bytes
+    text: str
     citation_keys: tuple[str, ...]
 
 
