@@ -1,6 +1,7 @@
 """Recall of `semantic_v1` against `offline_lexical_v1` on planted paraphrases, and its latency.
 
-Usage: .venv/bin/python -m bench.semantic_recall [--sizes 1000,10000] [--repeat 3] [--out DIR]
+Usage: .venv/bin/python -m bench.semantic_recall [--sizes 1000,10000] [--repeat 3]
+       [--rss-size 100000] [--stdio-sizes 1000] [--out DIR]
 
 For each size, the seeded bench/corpus.py records are indexed in process exactly as the service
 indexes them (search/scope_index.py, search/semantic_scope.py, the shipped model), with
@@ -27,15 +28,16 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench import semantic_costs, semantic_report
 from bench.corpus import generate
 from bench.report import RESULTS, machine, machine_load, percentile
-from engram_memory.core.semantic_index import citation_keys
+from engram_memory.core.semantic_index import EMBED_BATCH, citation_keys
 from engram_memory.search.embedding import EmbeddingModel, load_embedding_model, record_text
 from engram_memory.search.fields import document_terms, identity_term, query_terms
 from engram_memory.search.index_ranking import eligible_bm25, rank_in_index
@@ -214,6 +216,8 @@ STOPWORDS = frozenset(
     ]
 )
 VALID_AS_OF = 1_900_000_000_000
+# Texts embedded one at a time (as each admission embedded before the follower batched).
+SINGLE_TEXTS = 2000
 
 
 def _check_paraphrases() -> None:
@@ -224,35 +228,28 @@ def _check_paraphrases() -> None:
 
 
 class Corpus:
-    """One size's in-process index and projections, built as the service builds them."""
+    """One size's in-process index and projections, built as the service builds them (the
+    semantic projection only with a model: `add_semantic` adds it later, for the RSS figure)."""
 
-    def __init__(self, size: int, model: EmbeddingModel) -> None:
-        self.model = model
+    def __init__(self, size: int, model: EmbeddingModel | None) -> None:
         self.lexical = ScopeIndex()
-        self.semantic = SemanticScope(model.dimensions)
         stride = size // len(PLANTED)
         self.planted = {stride * n + stride // 2: n for n in range(len(PLANTED))}
         self.targets: dict[int, str] = {}
-        records: list[tuple[str, dict[str, Any]]] = []
+        self.texts: list[str] = []
+        self.citations: list[tuple[str, ...]] = []
         for index, line in enumerate(generate(size)):
             payload = json.loads(line)["payload"]
             if index in self.planted:
                 planted = self.planted[index]
                 payload["components"] = [{**payload["components"][0], "text": PLANTED[planted][0]}]
                 self.targets[planted] = f"mem_{index:09d}"
-            records.append((f"mem_{index:09d}", payload))
-        started = time.perf_counter()
-        vectors = np.zeros((size, model.dimensions), dtype=np.float32)
-        for start in range(0, size, 512):
-            batch = records[start : start + 512]
-            vectors[start : start + len(batch)] = model.embed([record_text(p) for _, p in batch])
-        self.embed_seconds = time.perf_counter() - started
-        for position, (record_id, payload) in enumerate(records):
+            record_id = f"mem_{index:09d}"
             terms = document_terms(payload, identity_term)
             self.lexical.admit(
                 record_id,
-                accept_cursor=position + 1,
-                recorded_cursor=position + 1,
+                accept_cursor=index + 1,
+                recorded_cursor=index + 1,
                 valid_t=int(payload["valid_time"]["t"]),
                 valid_t_end=None,
                 expires_at_ms=None,
@@ -266,14 +263,27 @@ class Corpus:
                     for term, count in field.counts.items()
                 ],
             )
-            self.semantic.add(
-                self.lexical.slot_of(record_id),
-                vectors[position],
-                citation_keys(payload, identity_term),
-            )
+            self.texts.append(record_text(payload))
+            self.citations.append(citation_keys(payload, identity_term))
         self.size = size
         self.overlap: list[float] = []  # share of the PPR top 60 that is the lexical top 60
         self.lexical_hits: list[int] = []
+        self.embed_seconds = 0.0
+        if model is not None:
+            self.add_semantic(model)
+
+    def add_semantic(self, model: EmbeddingModel) -> None:
+        """Embed every record in batches of EMBED_BATCH, as the service's embedder does."""
+        self.model = model
+        self.semantic = SemanticScope(model.dimensions)
+        started = time.perf_counter()
+        vectors = np.zeros((self.size, model.dimensions), dtype=np.float32)
+        for start in range(0, self.size, EMBED_BATCH):
+            batch = self.texts[start : start + EMBED_BATCH]
+            vectors[start : start + len(batch)] = model.embed(batch)
+        self.embed_seconds = time.perf_counter() - started
+        for position, keys in enumerate(self.citations):
+            self.semantic.add(self.lexical.slot_of(f"mem_{position:09d}"), vectors[position], keys)
 
     def _terms(self, query: str) -> list[str]:
         return list(dict.fromkeys(query_terms(query, identity_term)))
@@ -343,6 +353,10 @@ class Corpus:
         }
 
 
+def _do_nothing(query: str) -> None:
+    """The floor of the timing loop: a Python call that does nothing."""
+
+
 def _quality(ranked: Sequence[str], target: str) -> tuple[float, float]:
     top = list(ranked[:10])
     if target not in top:
@@ -372,20 +386,33 @@ def run_size(size: int, model: EmbeddingModel, repeat: int) -> dict[str, Any]:
                 vector_lists.append(lists["vector_only (diagnostic)"])
     paraphrase_hits = corpus.lexical_hits[0::2]
     paraphrase_overlap = corpus.overlap[0::2]
-    latency: dict[str, list[float]] = {"offline_lexical_v1": [], "semantic_v1": []}
+    timed: dict[str, Callable[[str], object]] = {
+        "offline_lexical_v1": corpus.lexical_ids,
+        "semantic_v1": corpus.semantic_ids,
+        "query embedding alone (part of semantic_v1)": lambda query: model.embed([query]),
+        "do-nothing call (floor)": _do_nothing,
+    }
+    latency: dict[str, list[float]] = {name: [] for name in timed}
+    # CPU time of the same calls: on a machine other jobs keep busy, wall time also counts
+    # the waits for a core; CPU time is what one call costs (the ranking is single-threaded).
+    cpu: dict[str, list[float]] = {name: [] for name in timed}
     queries = [q for _, p, k in PLANTED for q in (p, k)]
     for _ in range(repeat):
         for query in queries:
-            for name, rank in (
-                ("offline_lexical_v1", corpus.lexical_ids),
-                ("semantic_v1", corpus.semantic_ids),
-            ):
-                started = time.perf_counter()
+            for name, rank in timed.items():
+                started, started_cpu = time.perf_counter(), time.process_time()
                 rank(query)
+                cpu[name].append((time.process_time() - started_cpu) * 1000)
                 latency[name].append((time.perf_counter() - started) * 1000)
+    singles = corpus.texts[:SINGLE_TEXTS]
+    started = time.perf_counter()
+    for text in singles:
+        model.embed([text])
+    single_seconds = time.perf_counter() - started
     return {
         "size": size,
         "embedding_records_per_s": round(size / corpus.embed_seconds),
+        "embedding_one_text_at_a_time_records_per_s": round(len(singles) / single_seconds),
         "vector_bytes": size * model.dimensions * 4,
         "edges": len(corpus.semantic.edge_rows()),
         "paraphrase_lexical_hits_mean": round(sum(paraphrase_hits) / len(paraphrase_hits)),
@@ -417,80 +444,19 @@ def run_size(size: int, model: EmbeddingModel, repeat: int) -> dict[str, Any]:
                 "n": len(samples),
                 "p50": round(percentile(samples, 0.5), 3),
                 "p99": round(percentile(samples, 0.99), 3),
+                "cpu_p50": round(percentile(cpu[name], 0.5), 3),
             }
             for name, samples in latency.items()
         },
     }
 
 
-def _markdown(report: dict[str, Any]) -> str:
-    lines = [
-        "# semantic_v1 vs offline_lexical_v1: planted paraphrases",
-        "",
-        f"Command: `{report['command']}`  ",
-        f"Machine: {report['machine']}; {report['load_before']} before, "
-        f"{report['load_after']} after.  ",
-        f"Model: `{report['model_ref']}`; {len(PLANTED)} planted records, one paraphrase and "
-        "one keyword query each.",
-        "",
-    ]
-    for result in report["results"]:
-        lines += [
-            f"## {result['size']} records",
-            "",
-            "| query kind | ranking | recall@10 | nDCG@10 |",
-            "|---|---|---|---|",
-        ]
-        for kind, rows in result["quality"].items():
-            for name, row in rows.items():
-                lines.append(f"| {kind} | {name} | {row['recall@10']} | {row['ndcg@10']} |")
-        lines += ["", "| ranking | p50 ms | p99 ms | n |", "|---|---|---|---|"]
-        for name, row in result["latency_ms"].items():
-            lines.append(f"| {name} | {row['p50']} | {row['p99']} | {row['n']} |")
-        lines += [
-            "",
-            f"Embedding while indexing: {result['embedding_records_per_s']} records/s; "
-            f"vectors {result['vector_bytes'] / 2**20:.1f} MiB; adjacency edges "
-            f"{result['edges']}.  ",
-            "Paraphrase queries: lexical list of "
-            f"{result['paraphrase_lexical_hits_mean']} records (cap 2,000) on "
-            "average (words the corpus uses everywhere, such as `delivery`, `customer`, `the`); "
-            "share of the PageRank list's top 60 "
-            "that is the lexical list's top 60: "
-            f"{result['paraphrase_ppr_top60_is_lexical_top60']}.",
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def _plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    results = report["results"]
-    names = list(results[0]["quality"]["paraphrase"])
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    width = 0.8 / len(names)
-    for axis, kind in zip(axes, ("paraphrase", "keyword"), strict=True):
-        for n, name in enumerate(names):
-            values = [r["quality"][kind][name]["recall@10"] for r in results]
-            xs = [i + n * width for i in range(len(results))]
-            axis.bar(xs, values, width, label=name)
-        axis.set_xticks([i + 0.4 - width / 2 for i in range(len(results))])
-        axis.set_xticklabels([f"{r['size']} records" for r in results])
-        axis.set_ylim(0, 1.05)
-        axis.set_title(f"recall@10, {kind} queries")
-    axes[0].legend(fontsize=7, loc="upper left")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rss-size", type=int, default=0, help="records for the extra RSS")
+    parser.add_argument("--stdio-sizes", default="", help="store sizes measured over stdio")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     _check_paraphrases()
@@ -499,21 +465,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"semantic model unavailable: {model.reason}", file=sys.stderr)
         return 2
     load_before = machine_load()
-    results = [run_size(int(s), model, args.repeat) for s in args.sizes.split(",")]
-    report = {
+    report: dict[str, Any] = {
         "command": "python -m bench.semantic_recall " + " ".join(argv or sys.argv[1:]),
         "machine": machine(),
         "load_before": load_before,
-        "load_after": machine_load(),
         "model_ref": model.model_ref,
-        "results": results,
+        "results": [run_size(int(s), model, args.repeat) for s in args.sizes.split(",")],
+        "extra_rss": semantic_costs.extra_rss(args.rss_size) if args.rss_size else None,
+        "installed": semantic_costs.installed_size(),
+        "stdio": [],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "semantic_recall.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "semantic_recall.md").write_text(_markdown(report))
-    _plot(report, args.out / "semantic_recall.png")
-    print(_markdown(report))
+    queries = [q for _, p, k in PLANTED for q in (p, k)]
+    for size in (int(s) for s in args.stdio_sizes.split(",") if s):
+        _write(report, args.out)  # what is measured so far, should a store build fail
+        report["stdio"].append(semantic_costs.over_stdio(size, queries * args.repeat))
+    _write(report, args.out)
+    print(semantic_report.markdown(report))
     return 0
+
+
+def _write(report: dict[str, Any], out: Path) -> None:
+    report["load_after"] = machine_load()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "semantic_recall.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "semantic_recall.md").write_text(semantic_report.markdown(report))
+    semantic_report.plot(report, out / "semantic_recall.png")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ class SemanticRanked:
 
 
 def personalized_pagerank(adjacency: InducedAdjacency, bm25: Floats) -> Floats:
-    """PPR over the induced adjacency with teleport ∝ bm25 (uniform if all 0).
+    """PPR over the induced adjacency (symmetric, positive weights) with teleport ∝ bm25
+    (uniform if all 0).
 
     Iterated over the nodes with edges only: a node without edges (dangling) receives no
     share and keeps none, so its score is always `s·p_i` for one scalar `s` that the
@@ -107,15 +108,20 @@ def personalized_pagerank(adjacency: InducedAdjacency, bm25: Floats) -> Floats:
         return np.zeros(0, dtype=np.float64)
     total = float(bm25.sum())
     teleport = bm25 / total if total > 0 else np.full(n, 1 / n, dtype=np.float64)
-    sources = np.repeat(np.arange(n), np.diff(adjacency.offsets))
-    out_weight = np.bincount(sources, weights=adjacency.weights, minlength=n)
-    linked = np.flatnonzero(out_weight > 0)
-    local = np.full(n, -1, dtype=np.int64)
-    local[linked] = np.arange(len(linked))
-    edge_from, edge_to = local[sources], local[adjacency.neighbours]
+    # Only the nodes with edges and the edges are touched from here on, as local indexes
+    # among `linked`: edge weights are positive and the adjacency symmetric, so a node with
+    # an edge has a positive out-weight and every neighbour is linked too.
+    degree = np.diff(adjacency.offsets)
+    linked = np.flatnonzero(degree > 0)
+    weight_linked = (
+        np.add.reduceat(adjacency.weights, adjacency.offsets[linked])
+        if len(linked)
+        else np.zeros(0, dtype=np.float64)
+    )
+    edge_from = np.repeat(np.arange(len(linked)), degree[linked])
+    edge_to = np.searchsorted(linked, adjacency.neighbours)
     p_linked = teleport[linked]
     dangling_teleport = float(teleport.sum() - p_linked.sum())
-    weight_linked = out_weight[linked]
     r_linked = p_linked.copy()
     scale = 1.0  # dangling node i holds scale·p_i
     for _ in range(PPR_MAX_ITERATIONS):

@@ -136,9 +136,12 @@ class SemanticScope:
         result = np.zeros(len(slots), dtype=np.float64)
         inside = slots < len(self._present)
         if inside.any():
-            # einsum, not `@`: a BLAS matrix-vector product here takes ~30x longer when the
-            # cores are shared (OpenBLAS threads spin against other work), measured at 10k.
-            every = np.einsum("ij,j->i", self._vectors, query)
+            # Only the rows up to the last slot asked for (the array's capacity doubles, so
+            # up to half of it is unused); einsum, not `@`: a BLAS matrix-vector product here
+            # takes ~30x longer when the cores are shared (OpenBLAS threads spin against other
+            # work), measured at 10k.
+            used = int(slots[inside].max()) + 1
+            every = np.einsum("ij,j->i", self._vectors[:used], query)
             result[inside] = every[slots[inside]].astype(np.float64)
         return result
 
@@ -176,7 +179,8 @@ class SemanticScope:
             keep = (position[sources] >= 0) & (position[targets] >= 0)
         src, dst, w = position[sources[keep]], position[targets[keep]], weights[keep]
         # Sources ascend with their slots (pairs are sorted), so positions ascend too.
-        offsets = np.searchsorted(src, np.arange(len(eligible_slots) + 1)).astype(np.int64)
+        offsets = np.zeros(len(eligible_slots) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=len(eligible_slots)), out=offsets[1:])
         return InducedAdjacency(offsets, dst, w)
 
 
