@@ -52,7 +52,12 @@ class EmbeddingModel:
         self.dimensions = int(table.shape[1])
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        # One text (a query) is encoded on the calling thread: a batch wakes the tokenizer's
+        # thread pool, whose workers then spin on the cores the rest of the call needs.
+        if len(texts) == 1:
+            encodings = [self._tokenizer.encode(texts[0], add_special_tokens=False)]
+        else:
+            encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [list(encoding.ids[:MAX_RECORD_TOKENS]) for encoding in encodings]
 
     def embed(self, texts: Sequence[str]) -> Vectors:
