@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -220,3 +221,33 @@ def test_a_missing_model_is_one_start_up_line_and_no_semantic_channel(
     assert [r.levelno for r in caplog.records if r.name == "engram_memory.opening"] == [
         logging.INFO
     ]
+
+
+def test_a_failing_embedder_fails_closed_without_content_in_the_log(
+    researcher: Caller,
+    semantic_services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = semantic_services.search_index
+    assert index is not None
+    assert index.semantic is not None
+    model = index.semantic.model
+    embed = model.embed
+
+    def embed_or_fail_in_the_embedder(texts: Any) -> Any:
+        if threading.current_thread().name == "engram-semantic-embedder":
+            raise RuntimeError("tokenizer broke")
+        return embed(texts)
+
+    monkeypatch.setattr(model, "embed", embed_or_fail_in_the_embedder)
+    marker = f"marker{uuid.uuid4().hex[:12]}"
+    with caplog.at_level(logging.ERROR, logger="engram_memory.search_index"):
+        _record(researcher, f"Refund {marker} requested.")
+        assert error_of(_search(researcher, marker, "lexical_and_semantic")) == (
+            "RANKING_UNAVAILABLE",
+            True,
+        )
+    logged = [r for r in caplog.records if r.name == "engram_memory.search_index"]
+    assert [r.levelno for r in logged] == [logging.ERROR]
+    assert all(marker not in r.getMessage() for r in caplog.records)
