@@ -71,8 +71,14 @@ _INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 class RawStdio:
     """The server process over stdio; `send` writes raw bytes plus a newline."""
 
-    def __init__(self, env: dict[str, str] | None, command: list[str] | None = None) -> None:
-        """`command` defaults to `serve --transport stdio`; `env` None inherits ours."""
+    def __init__(
+        self,
+        env: dict[str, str] | None,
+        command: list[str] | None = None,
+        stderr: int | None = None,
+    ) -> None:
+        """`command` defaults to `serve --transport stdio`; `env` None inherits ours;
+        `stderr=subprocess.PIPE` keeps what the server says there (a few lines at most)."""
         command = command or [
             sys.executable,
             "-m",
@@ -82,7 +88,7 @@ class RawStdio:
             "stdio",
         ]
         self.process = subprocess.Popen(
-            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr
         )
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -91,23 +91,28 @@ def test_a_failed_opening_exits_as_before_and_answers_no_call(tmp_path: Path) ->
     )
     assert unpaused.returncode == EXIT_CONFIG
     assert unpaused.stdout == ""
-    # One line that tells a host no call was served, then the refusal's own line.
+    # No client heard from it: the refusal's own line, alone.
     said = unpaused.stderr.splitlines()
-    assert len(said) == 2
-    assert said[0] == SERVE_OPENING_FAILED
-    assert said[1].startswith("engram-memory: ")
+    assert len(said) == 1
+    assert SERVE_OPENING_FAILED not in said
 
     release = tmp_path / "release"
-    server = RawStdio(_paused(secrets.env, release))
+    server = RawStdio(_paused(secrets.env, release), stderr=subprocess.PIPE)
     try:
         server.initialize()
         server.send(request(1, "tools/list"))
         server.send(search_call(2, secrets.token()))  # both in the pipe before the release
         release.touch()
         server.process.wait(timeout=DEADLINE_S)
+        assert server.process.stderr is not None
+        said = server.process.stderr.read().decode().splitlines()
+        server.process.stderr.close()
     finally:
         server.close()
     assert server.process.returncode == EXIT_CONFIG
+    # It answered `initialize`: the host is told that no call was served, then why.
+    assert said[-2:-1] == [SERVE_OPENING_FAILED]
+    assert said[-1].startswith("engram-memory: ")
     # After the `initialize` answer, nothing but the SDK's notice that the session closed
     # under the calls in flight: an error without data, never a result.
     for message in server.remaining():

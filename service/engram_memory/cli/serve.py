@@ -247,10 +247,12 @@ def _serve_stdio(
     opening = ServiceOpening(opener=partial(_open, config, stop, opened, args))
     anyio.run(serve_stdio, opening, stop, max_request_bytes, language)
     if opening.failure is not None:
-        from engram_memory.contract.exceptions import SERVE_OPENING_FAILED
+        if opening.answered_a_client:
+            from engram_memory.contract.exceptions import SERVE_OPENING_FAILED
 
-        # Tells the host that answered `initialize` means nothing here: no call was served.
-        print(SERVE_OPENING_FAILED, file=sys.stderr, flush=True)
+            # The host heard `initialize` answered: tell it that no call was served, so it
+            # reports a start-up refusal. Without a client, the refusal's one line is all.
+            print(SERVE_OPENING_FAILED, file=sys.stderr, flush=True)
         raise opening.failure
 
 

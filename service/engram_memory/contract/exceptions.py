@@ -403,7 +403,8 @@ class ServerExited(ServerUnavailable):
 
 
 # The line `serve` writes on stderr when its opening failed (store, keys, policy engine)
-# after it had answered `initialize` (it answers while opening, server/service_opening.py):
+# after it had answered a client's `initialize` (it answers while opening,
+# server/service_opening.py):
 # no call reached the service, so nothing can have committed. A host that reads it reports
 # the exit as a start-up refusal (ServerExited), not as a lost connection whose call under
 # way may have committed. The reason follows on its own `engram-memory: ` line.

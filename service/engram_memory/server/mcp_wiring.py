@@ -319,11 +319,13 @@ async def serve_stdio(
         lines.answer_refusals(_refusal_answerer(opening, write_stream))
         group.start_soon(stop_on_signal, stop, lines)
         group.start_soon(_end_unless_opened, opening, lines, group.cancel_scope)
-        await server.run(
-            CountingReads(read_stream, stop),
-            CountingWrites(write_stream, stop),
-            server.create_initialization_options(),
-        )
+        writes = CountingWrites(write_stream, stop)
+        try:
+            await server.run(
+                CountingReads(read_stream, stop), writes, server.create_initialization_options()
+            )
+        finally:
+            opening.answered_a_client = writes.answers > 0
         group.cancel_scope.cancel()
 
 

@@ -32,6 +32,9 @@ class ServiceOpening:
         self._service = service
         self._opener = opener
         self.failure: BaseException | None = None
+        # Set by the stdio session when it ends: whether it answered anything (`initialize`)
+        # before the opening failed; then `serve` tells the host that no call was served.
+        self.answered_a_client = False
         self._settled: anyio.Event | None = None  # created inside the event loop
 
     def _settled_event(self) -> anyio.Event:

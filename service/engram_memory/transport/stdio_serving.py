@@ -96,11 +96,13 @@ class CountingWrites:
 
     def __init__(self, inner: WriteStream[SessionMessage], stop: GracefulStop) -> None:
         self._inner, self._stop = inner, stop
+        self.answers = 0  # responses and errors written: did a client hear from us at all?
 
     async def send(self, item: SessionMessage, /) -> None:
         item = _constant_errors_only(item)
         await self._inner.send(item)
         if isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
+            self.answers += 1
             self._stop.leave(_in_flight_key(item.message.id))
 
     async def aclose(self) -> None:
