@@ -125,9 +125,10 @@ def _print_text(report: dict[str, Any]) -> None:
         )
     flips = [(g, f) for g in report["groups"] for f in g["flips"]]
     if flips:
-        print(f"\n{'tenant':<16} {'domain':<15} {'change (old → new)':<40} count")
+        width = max(len("change (old → new)"), *(len(f["change"]) for _, f in flips))
+        print(f"\n{'tenant':<16} {'domain':<15} {'change (old → new)':<{width}} count")
         for g, f in flips:
-            print(f"{g['tenant']:<16} {g['domain']:<15} {f['change']:<40} {f['count']:>5}")
+            print(f"{g['tenant']:<16} {g['domain']:<15} {f['change']:<{width}} {f['count']:>5}")
     for g in report["groups"]:
         if g["sample"]:
             print(f"\naffected decisions, {g['tenant']} {g['domain']} (at most a sample):")
