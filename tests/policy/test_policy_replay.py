@@ -132,6 +132,27 @@ def test_replay_under_the_same_bundle_changes_nothing(services: Services, alice:
     assert result.returncode == 0, result.stderr
     assert "0 would change" in result.stdout
     assert "allow→deny" not in result.stdout
+    other_tenant = run_cli(
+        {},
+        "policy", "replay", "--bundle", str(DEFAULT_BUNDLE_DIR), "--store", str(data_dir),
+        *_window(started), "--tenant", "globex", "--format", "json",
+    )  # fmt: skip
+    assert other_tenant.returncode == 0, other_tenant.stderr
+    assert json.loads(other_tenant.stdout)["groups"] == []
+
+
+def test_a_store_held_by_a_running_service_is_refused_and_left_alone(
+    services: Services, alice: Caller
+) -> None:
+    accepted_record(alice, "Parcel held refunded.")
+    data_dir = services.keys.directory.parent
+    result = run_cli(
+        {},
+        "policy", "replay", "--bundle", str(DEFAULT_BUNDLE_DIR), "--store", str(data_dir),
+        "--from", "2026-01-01", "--to", "2027-01-01",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert search_ids(alice, "held") != []  # the service goes on serving
 
 
 def test_replay_with_the_real_opa_server_agrees(

@@ -35,7 +35,7 @@ from engram_memory.store.transaction import Transaction
 _Q = load_queries("engram_memory.store.sql", "projection.sql")
 _FORMAT = 1
 # Pending records kept in memory before an append projects them itself (bounded memory; a
-# record of a read is ~1-3 KB).
+# record of a read is ~2-5 KB with its kept decision inputs).
 DEFAULT_PENDING_BOUND = 256
 log = logging.getLogger("engram_memory.store")
 
