@@ -74,6 +74,13 @@ def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> N
     assert all(any(samples.values()) for samples in results.values())
 
 
+def test_decision_replay_tiny(tmp_path: Path) -> None:
+    _bench("decision_replay", "--rounds", "2", "--replays", "1", "--out", str(tmp_path))
+    figures = _written(tmp_path, "decision_replay")["figures"]
+    assert isinstance(figures, dict)
+    assert figures["kept decisions"] > 0
+
+
 def test_store_floor_tiny(tmp_path: Path) -> None:
     _bench("store_floor", "--rounds", "2", "--out", str(tmp_path))
     _written(tmp_path, "store_floor")

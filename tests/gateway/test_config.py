@@ -132,6 +132,32 @@ def test_each_stdio_problem_is_reported_at_its_line_and_field(
     assert _problems(_write(tmp_path, text)) == expected
 
 
+@pytest.mark.parametrize(
+    ("extra", "asserted"),
+    [
+        ("  groups: [group:b, group:a, group:a]\n", ("group:a", "group:b")),  # the OS user
+        ("  groups: [group:a]\n  approver: human:olga\n", None),  # someone else: unknown
+        (
+            "  groups: [group:a]\n  approver: human:olga\n"
+            "  approver_groups: [group:records-officers]\n",
+            ("group:records-officers",),
+        ),
+    ],
+    ids=["os_user_approves", "named_approver", "named_approver_with_groups"],
+)
+def test_the_approvers_groups_are_the_ones_the_configuration_knows(
+    tmp_path: Path, extra: str, asserted: tuple[str, ...] | None
+) -> None:
+    config = load_gateway_config(_write(tmp_path, STDIO + extra), env={})
+    assert config.stdio is not None
+    assert config.stdio.effective_approver_groups == asserted
+
+
+def test_a_malformed_approver_group_is_a_located_problem(tmp_path: Path) -> None:
+    path = _write(tmp_path, STDIO + "  approver_groups: [records-officers]\n")
+    assert _problems(path) == [(14, "stdio.approver_groups")]
+
+
 def test_confirmation_tools_accept_only_the_two_optional_tools(tmp_path: Path) -> None:
     good = STDIO + "confirmation:\n  tools: [engram_memory_capture]\n  timeout_s: 240\n"
     config = load_gateway_config(_write(tmp_path, good), env={})

@@ -59,6 +59,23 @@ async def test_a_valid_token_binds_the_mapped_caller(
     assert entries(audit) == []
 
 
+async def test_the_approver_is_asserted_in_the_tokens_groups_only_when_groups_are_mapped(
+    issuer: TokenIssuer, audit: GatewayAudit
+) -> None:
+    token = issuer.mint("olga", groups=["records-officers"])
+    mapped = await verifier(issuer, audit).verify_token(token)
+    unmapped = await verifier(issuer, audit, groups=None).verify_token(token)
+    assert isinstance(mapped, GatewayAccessToken)
+    assert isinstance(unmapped, GatewayAccessToken)
+    # The token speaks for human:olga, so its groups are hers: the confirmations the
+    # gateway mints assert them (four-eyes); without a mapping it knows none, asserts none.
+    assert mapped.approver_groups == ("group:records-officers",)
+    assert unmapped.approver_groups is None
+    empty = await verifier(issuer, audit).verify_token(issuer.mint("olga", groups=OMIT))
+    assert isinstance(empty, GatewayAccessToken)
+    assert empty.approver_groups == ()
+
+
 async def test_an_es256_token_and_an_audience_list_are_accepted(
     issuer: TokenIssuer, audit: GatewayAudit
 ) -> None:

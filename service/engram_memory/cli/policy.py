@@ -1,6 +1,6 @@
 """`engram-memory policy build | check | validate | verify | identity | diff` (`test |
 explain | effective` in `authoring_cli.py`, `sign | keygen` in `signing_cli.py`, `grant` in
-`policy_grant.py`).
+`policy_grant.py`, `replay` in `policy_replay.py`).
 
 For compliance authors: validate the YAML, build the bundle (Rego checked and tested by the
 pinned OPA, compiled to Wasm), check that the shipped bundle matches the sources, verify a
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_memory.cli import policy_authoring as authoring_cli
-from engram_memory.cli import policy_grant
+from engram_memory.cli import policy_grant, policy_replay
 from engram_memory.cli.policy_signing import (
     SIGNING_COMMANDS,
     add_signing_parsers,
@@ -102,6 +102,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     authoring_cli.add_parsers(policy_sub)
     add_signing_parsers(policy_sub)
     policy_grant.add_parser(policy_sub)
+    policy_replay.add_parser(policy_sub)
     return parser
 
 
@@ -111,7 +112,7 @@ def _progress(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one `policy` subcommand; exit codes: 0 ok, 1 check failed (`check`), a test
-    failed (`test`), behaviour changed (`diff`) or a warning under `validate --strict`.
+    failed (`test`), behaviour changed (`diff`, `replay`) or a warning under `validate --strict`.
 
     Raises:
         ConfigurationError: invalid data, missing OPA, failed build, bundle mismatch (the
@@ -131,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
         return authoring_cli.run(args)
     if command == "grant":
         return policy_grant.run(args)
+    if command == "replay":
+        return policy_replay.run(args)
     if command == "build":
         if args.out is None and args.rego is None and args.policies is None:
             if args.tests is not None:

@@ -1,8 +1,11 @@
 """`audit prove` and `audit verify-proof` (admin/proofs.py).
 
-    engram-memory audit prove ENTRY --data-dir DIR --out PROOF
+    engram-memory audit prove ENTRY [--tree-size N] --data-dir DIR --out PROOF
     engram-memory audit prove --consistency OLD NEW --data-dir DIR --out PROOF
-    engram-memory audit verify-proof PROOF --checkpoint-public-key KEY
+    engram-memory audit verify-proof PROOF --checkpoint-public-key KEY [--checkpoint KEPT]
+
+A size the service checkpointed is proven against that stored checkpoint's note; any other
+size needs the checkpoint key to sign one now.
 
 Exit codes: 0 proven / verified; 1 the proof does not lead to the signed root(s); 2 bad
 input (unreadable file or key, no such entry or sizes); 5 a checkpoint note not signed by
@@ -32,9 +35,13 @@ def add_parsers(audit_sub: Any) -> None:
     prove.add_argument(
         "--consistency", nargs=2, type=int, metavar=("OLD", "NEW"), help="two tree sizes"
     )
+    prove.add_argument(
+        "--tree-size", type=int, help="prove ENTRY in the tree of this size (default: today's)"
+    )
     prove.add_argument("--data-dir", help="the stopped store (env ENGRAM_DATA_DIR)")
     prove.add_argument(
-        "--checkpoint-key", help="signs the checkpoint notes (env ENGRAM_CHECKPOINT_KEY)"
+        "--checkpoint-key",
+        help="signs the notes of sizes no stored checkpoint has (env ENGRAM_CHECKPOINT_KEY)",
     )
     prove.add_argument("--out", required=True, help="the proof file to write")
     verify = audit_sub.add_parser(
@@ -45,6 +52,11 @@ def add_parsers(audit_sub: Any) -> None:
         "--checkpoint-public-key",
         help=f"the checkpoint public key (PEM) you kept (env {PUBLIC_KEY_VARIABLE})",
     )
+    verify.add_argument(
+        "--checkpoint",
+        help="a checkpoint you kept (checkpoint.json of format 2, or its note): the proof "
+        "must lead to its root",
+    )
 
 
 def _prove(args: argparse.Namespace) -> int:
@@ -52,13 +64,13 @@ def _prove(args: argparse.Namespace) -> int:
 
     if (args.entry is None) == (args.consistency is None):
         raise ConfigurationError("name one ENTRY, or --consistency OLD NEW")
+    if args.tree_size is not None and args.entry is None:
+        raise ConfigurationError("--tree-size goes with ENTRY")
     key_text = args.checkpoint_key or os.environ.get("ENGRAM_CHECKPOINT_KEY")
-    if not key_text:
-        raise ConfigurationError("no checkpoint key: pass --checkpoint-key or set it in the env")
-    key = CheckpointSigningKey.from_pem_file(Path(key_text))
+    key = CheckpointSigningKey.from_pem_file(Path(key_text)) if key_text else None
     data_dir = Path(args.data_dir or os.environ.get("ENGRAM_DATA_DIR") or ".engram")
     if args.entry is not None:
-        document = prove_inclusion(data_dir, args.entry, key)
+        document = prove_inclusion(data_dir, args.entry, key, args.tree_size)
     else:
         document = prove_consistency(data_dir, args.consistency[0], args.consistency[1], key)
     out = Path(args.out)
@@ -72,12 +84,13 @@ def _prove(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from engram_memory.admin.checkpointing import _public_key
-    from engram_memory.admin.proofs import read_document, verify_proof
+    from engram_memory.admin.proofs import kept_note, read_document, verify_proof
 
     public = _public_key(args.checkpoint_public_key)
     document = read_document(Path(args.proof))
     try:
-        proven = verify_proof(document, public)
+        kept = None if args.checkpoint is None else kept_note(Path(args.checkpoint), public)
+        proven = verify_proof(document, public, kept)
     except CheckpointInvalid as exc:
         print(f"FAILED: checkpoint not trusted: {exc}")
         return EXIT_UNTRUSTED

@@ -25,7 +25,12 @@ from pathlib import Path
 import duckdb
 
 from engram_memory.contract.exceptions import CheckpointInvalid
-from engram_memory.core.checkpoints import CHECKPOINT_FORMAT, verify_signature
+from engram_memory.core.checkpoints import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_FORMATS,
+    signed_tree,
+    verify_signature,
+)
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import checkpoints as rows
 from engram_memory.store.export import MANIFEST_FILE
@@ -110,9 +115,10 @@ def parse_checkpoint(document: object, public_key: CheckpointPublicKey) -> Signe
     Raises:
         CheckpointInvalid: not a checkpoint, or not signed by `public_key`.
     """
-    if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+    if not isinstance(document, dict) or document.get("format") not in CHECKPOINT_FORMATS:
         raise CheckpointInvalid(f"not an {CHECKPOINT_FORMAT} document")
     verify_signature(document, public_key)
+    signed_tree(document, public_key)  # a format 2 tree must agree with its note and head
     return _signed_heads(document)
 
 

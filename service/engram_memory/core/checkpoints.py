@@ -10,8 +10,15 @@ A checkpoint document (`format` CHECKPOINT_FORMAT):
 
     {"format", "audit_head": {"sequence", "entry_hash"} | null,
      "journal_heads": {scope_ref: {"cursor": "<decimal>", "event_hash"}},
+     "tree": {"size": n, "root": "<base64>", "note": "<C2SP tlog-checkpoint signed note>"},
      "signed_at": "<UTC instant>", "key_id": "<sha256 of the raw public key, hex>",
      "signature": {"alg": "Ed25519", "key_id", "value": "<base64>"}}
+
+`tree` (format 2, issue 22) is the audit trail's RFC 9162 Merkle tree at the head: its size
+(the head's sequence) and root, and the same two as a C2SP note signed with the same key
+(core/tlog_note.py), so `audit verify-proof` checks a proof against a checkpoint issued
+earlier with only the public key. Format 1 documents, written before, have no `tree` and are
+read and verified as they were.
 
 The signature covers the RFC 8785 canonical form of the document without its `signature`
 member; an export manifest is signed the same way (`sign_manifest`). The service writes one
@@ -35,6 +42,8 @@ from engram_memory._internal.private_files import FILE_MODE, make_private
 from engram_memory.contract.canonical import JsonValue, canonical_json, canonical_text
 from engram_memory.contract.exceptions import CheckpointInvalid, StoreUnavailable
 from engram_memory.contract.types import format_instant
+from engram_memory.core.merkle import Frontier, entry_leaf
+from engram_memory.core.tlog_note import open_checkpoint, sign_checkpoint
 from engram_memory.crypto.checkpoint_key import (
     ALGORITHM,
     CheckpointPublicKey,
@@ -46,7 +55,11 @@ from engram_memory.store.export import export_tables
 from engram_memory.store.export_chain import ExportRange
 from engram_memory.store.transaction import Transaction
 
-CHECKPOINT_FORMAT = "engram-audit-checkpoint/1"
+CHECKPOINT_FORMAT = "engram-audit-checkpoint/2"
+HEADS_ONLY_FORMAT = "engram-audit-checkpoint/1"  # before the tree: still read and verified
+CHECKPOINT_FORMATS = frozenset({HEADS_ONLY_FORMAT, CHECKPOINT_FORMAT})
+# Entry hashes read per query while a tree is built from the start.
+_TREE_BATCH = 50_000
 CHECKPOINT_FILE = "checkpoint.json"
 SIGNATURE = "signature"
 DEFAULT_INTERVAL_S = 300
@@ -149,26 +162,86 @@ def checkpoint_document(
     journal_heads: Mapping[str, rows.Head],
     key: CheckpointSigningKey,
     now_ms: int,
+    tree: Frontier | None = None,
 ) -> dict[str, JsonValue]:
-    """The signed checkpoint of these heads (an empty audit trail: `audit_head` null)."""
+    """The signed checkpoint of these heads (an empty audit trail: `audit_head` null) and,
+    given the audit `tree` at that head, format 2 with its size, root and signed note;
+    without, format 1 (heads only)."""
     body: dict[str, JsonValue] = {
-        "format": CHECKPOINT_FORMAT,
+        "format": HEADS_ONLY_FORMAT if tree is None else CHECKPOINT_FORMAT,
         **_heads_json(audit_head, journal_heads),
         "signed_at": format_instant(now_ms),
         "key_id": key.key_id,
     }
+    if tree is not None:
+        root = tree.root()
+        body["tree"] = {
+            "size": tree.size,
+            "root": base64.b64encode(root).decode("ascii"),
+            "note": sign_checkpoint(tree.size, root, key),
+        }
     return {**body, SIGNATURE: _signature_block(body, key)}
+
+
+def audit_tree(tx: Transaction, frontier: Frontier | None = None) -> Frontier:
+    """The Merkle tree of the audit entries `tx` sees: `frontier` extended with the entries
+    after it (in place), or built from the first entry when none is given or the trail is
+    now shorter than it (a store that accepted a loss).
+
+    Raises:
+        StoreUnavailable: a read failed, or the entries are not dense from 1 (`audit
+            verify` names the defect).
+    """
+    head = rows.last_sequence(tx)
+    tree = Frontier() if frontier is None or frontier.size > head else frontier
+    while tree.size < head:
+        low = tree.size + 1
+        high = min(head, tree.size + _TREE_BATCH)
+        hashes = rows.entry_hashes(tx, low, high)
+        for sequence in range(low, high + 1):
+            entry_hash = hashes.get(sequence)
+            if entry_hash is None:
+                raise StoreUnavailable(f"audit entry {sequence} is missing: no tree to sign")
+            tree.append(entry_leaf(entry_hash))
+    return tree
+
+
+def signed_tree(
+    document: Mapping[str, object], public_key: CheckpointPublicKey
+) -> tuple[int, bytes] | None:
+    """(size, root) of a format 2 checkpoint whose JSON signature the caller verified, once
+    its note verifies with `public_key` and agrees with its `tree` and audit head; None for a
+    format 1 checkpoint.
+
+    Raises:
+        CheckpointInvalid: no or a malformed tree, a note that does not verify, or a size or
+            root that differs between the note, the tree and the head.
+    """
+    if document.get("format") == HEADS_ONLY_FORMAT:
+        return None
+    tree = document.get("tree")
+    if not isinstance(tree, dict) or not isinstance(tree.get("note"), str):
+        raise CheckpointInvalid("checkpoint has no tree")
+    size, root = open_checkpoint(str(tree["note"]), public_key)
+    head = document.get("audit_head")
+    head_size = int(str(head.get("sequence"))) if isinstance(head, dict) else 0
+    encoded = base64.b64encode(root).decode("ascii")
+    if tree.get("size") != size or tree.get("root") != encoded or head_size != size:
+        raise CheckpointInvalid("checkpoint tree differs from its note or its audit head")
+    return size, root
 
 
 def take_checkpoint(
     tx: Transaction, key: CheckpointSigningKey, now_ms: int
 ) -> dict[str, JsonValue]:
-    """Sign the heads `tx` sees (read from its snapshot, so they match what it exports).
+    """Sign the heads and the audit tree `tx` sees (read from its snapshot, so they match
+    what it exports).
 
     Raises:
         StoreUnavailable: a read failed.
     """
-    return checkpoint_document(rows.audit_head(tx), rows.journal_heads(tx), key, now_ms)
+    tree = audit_tree(tx)
+    return checkpoint_document(rows.audit_head(tx), rows.journal_heads(tx), key, now_ms, tree)
 
 
 def keep_checkpoint(tx: Transaction, document: Mapping[str, JsonValue], reason: str) -> None:
@@ -254,6 +327,7 @@ class CheckpointWriter:
         self._clock_ms = clock_ms
         self._next_due_ms = clock_ms() + interval_ms
         self._covered: object = self._last_stored_heads()
+        self._tree: Frontier | None = None  # extended at each checkpoint (`audit_tree`)
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self.written = 0
@@ -283,12 +357,17 @@ class CheckpointWriter:
             return None
         self._next_due_ms = now + self._interval_ms
         try:
-            audit, journal = self._current()
-            covered = _heads_json(audit, journal)
-            if covered == self._covered:
+            if _heads_json(*self._current()) == self._covered:
                 return None
-            document = checkpoint_document(audit, journal, self._key, now)
+            # The transaction projects the call log first and holds the writer: the heads
+            # read again in it are those of the entries it reads for the tree.
             with self._database.transaction() as tx:
+                audit, journal = self._current()
+                covered = _heads_json(audit, journal)
+                self._tree = audit_tree(tx, self._tree)
+                if self._tree.size != (0 if audit is None else audit[0]):
+                    raise StoreUnavailable("the audit tree and head differ")
+                document = checkpoint_document(audit, journal, self._key, now, self._tree)
                 keep_checkpoint(tx, document, "interval")
         except Exception as exc:  # noqa: BLE001 - the next interval tries again
             log.error("checkpoint not written: %s", type(exc).__name__)

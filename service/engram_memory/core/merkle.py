@@ -52,6 +52,34 @@ def root(leaves: Sequence[bytes]) -> bytes:
     return level[0]
 
 
+class Frontier:
+    """The roots of the perfect subtrees that cover a growing tree's leaves, largest first:
+    appending a leaf and reading the root cost O(log n), so the checkpoint writer extends the
+    tree with the entries since its last checkpoint instead of rehashing the whole trail."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._peaks: list[tuple[int, bytes]] = []  # (height, subtree root)
+
+    def append(self, leaf: bytes) -> None:
+        height, node = 0, leaf
+        while self._peaks and self._peaks[-1][0] == height:
+            node = node_hash(self._peaks.pop()[1], node)
+            height += 1
+        self._peaks.append((height, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        """MTH of the leaves appended: the RFC's split at the largest power of two is the
+        peaks folded from the smallest."""
+        if not self._peaks:
+            return hashlib.sha256(b"").digest()
+        node = self._peaks[-1][1]
+        for _, left in reversed(self._peaks[:-1]):
+            node = node_hash(left, node)
+        return node
+
+
 def inclusion_proof(index: int, leaves: Sequence[bytes]) -> list[bytes]:
     """PATH(m, D[n]) (RFC 9162 §2.1.3.1) for 0 <= index < len(leaves)."""
     if not 0 <= index < len(leaves):

@@ -175,6 +175,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                     host_memory_enabled=config.memory_enabled,
                     refusal_burst=config.refusal_burst,
                     refusal_interval_ms=config.refusal_interval_s * 1000,
+                    decision_input_retention_days=config.decision_input_retention_days,
                 ),
                 clock_ms=_clock_ms,
                 search_index=follow_store(database, _semantic_setup(keys, root_key)),

@@ -15,6 +15,7 @@ from engram_memory.contract.digests import one_way_ref, principal_ref
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.types import format_instant
+from engram_memory.core.decision_keeping import DEFAULT_RETENTION_DAYS
 from engram_memory.core.failpoints import UnsafeFailpoints
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.core.rate_limits import RateLimiter
@@ -38,6 +39,9 @@ class ServiceSettings:
     # counted summary per window of this length.
     refusal_burst: int = DEFAULT_BURST
     refusal_interval_ms: int = DEFAULT_INTERVAL_MS
+    # How long each decision's input is kept for policy replay (core/decision_keeping.py);
+    # 0: none is kept.
+    decision_input_retention_days: int = DEFAULT_RETENTION_DAYS
     # Test-only (never armed unless ENGRAM_UNSAFE_FAILPOINTS is set when the service starts).
     failpoints: UnsafeFailpoints = field(default_factory=UnsafeFailpoints.from_environment)
 

@@ -31,6 +31,7 @@
 | ENGRAM_REFUSAL_INTERVAL_S | --refusal-interval-s | 60: the window; then one counted summary |
 | ENGRAM_CHECKPOINT_KEY | --checkpoint-key | none (one warning: unsigned); Ed25519 PEM, 0600 |
 | ENGRAM_CHECKPOINT_INTERVAL_S | --checkpoint-interval-s | 300, only when a head moved |
+| ENGRAM_DECISION_INPUT_RETENTION_DAYS | (none) | 90: decision inputs kept for replay; 0: none |
 
 The HTTP settings (http_settings.py) are read only by `serve --transport http`, except
 ENGRAM_MAX_REQUEST_BYTES, which stdio applies to a request line.
@@ -52,6 +53,7 @@ from engram_memory._internal.config_values import flag_or_env as _flag_or_env
 from engram_memory._internal.config_values import given_as as _given_as
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.identifiers import has_refused_character
+from engram_memory.core.decision_keeping import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
 from engram_memory.policy.revision_trust import bundle_service_url
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
@@ -85,6 +87,8 @@ class ServiceConfig:
     store_audience: str | None = None
     # An OPA fleet's bundle service: the URL of the published bundle.tar.gz (revision_trust).
     bundle_service: str | None = None
+    # Days each decision's input is kept for `policy replay` (core/decision_keeping.py).
+    decision_input_retention_days: int = DEFAULT_RETENTION_DAYS
 
     @property
     def uses_opa_server(self) -> bool:
@@ -214,6 +218,13 @@ def load_config(
             DEFAULT_CHECKPOINT_INTERVAL_S,
             1,
             86_400,
+        ),
+        decision_input_retention_days=_whole(
+            env.get("ENGRAM_DECISION_INPUT_RETENTION_DAYS"),
+            "ENGRAM_DECISION_INPUT_RETENTION_DAYS",
+            DEFAULT_RETENTION_DAYS,
+            0,
+            MAX_RETENTION_DAYS,
         ),
         store_audience=_audience(
             _flag_or_env(flags, env, "ENGRAM_STORE_AUDIENCE"),

@@ -27,7 +27,7 @@ from engram_memory.contract.exceptions import (
     CheckpointInvalid,
     StoreBehindAnchor,
 )
-from engram_memory.core.checkpoints import CHECKPOINT_FORMAT, verify_signature
+from engram_memory.core.checkpoints import CHECKPOINT_FORMATS, verify_signature
 from engram_memory.crypto.checkpoint_key import CheckpointPublicKey
 from engram_memory.store import audit
 from engram_memory.store import checkpoints as rows
@@ -76,7 +76,7 @@ def _signed_head(tx: Transaction, key: CheckpointPublicKey) -> tuple[int, str, s
         except (ValueError, CheckpointInvalid):
             continue  # a row that does not verify proves nothing; an older one may
         head = document.get("audit_head")
-        if document.get("format") != CHECKPOINT_FORMAT:
+        if document.get("format") not in CHECKPOINT_FORMATS:
             continue
         if head is None:
             return 0, "", str(document.get("signed_at"))

@@ -23,6 +23,7 @@ from engram_memory.contract.exceptions import (
 )
 from engram_memory.contract.parsing import ParsedArguments
 from engram_memory.core.call_audit import AuditFacts, CallAudit, ConfirmationSpend
+from engram_memory.core.decision_keeping import kept_decisions
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.confirmation import ConfirmationBinding, verify_confirmation
@@ -371,6 +372,9 @@ def audit_record(ctx: CallContext, facts: AuditFacts) -> audit.AuditRecord:
         detail=facts.detail,
         approval=None if facts.confirmation is None else facts.confirmation.approval,
         audit_id_kept_until_ms=ctx.audit_id_kept_until_ms,
+        kept_decisions=kept_decisions(
+            facts.decisions, ctx.services.settings.decision_input_retention_days
+        ),
     )
 
 

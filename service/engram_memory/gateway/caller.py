@@ -1,8 +1,9 @@
 """Who a gateway call runs for.
 
 The binding of every upstream call (tenant, workspace, principal, agent, session, approver,
-allowed purposes, groups) comes from something the operator controls: the configuration file
-in stdio mode, a verified bearer token in HTTP mode. Nothing the model writes can change it.
+allowed purposes, groups, the approver's groups) comes from something the operator
+controls: the configuration file in stdio mode, a verified bearer token in HTTP mode.
+Nothing the model writes can change it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ class Caller:
     approver: str
     purposes: tuple[str, ...]
     groups: tuple[str, ...] = ()
+    # The approver's `group:<name>` groups the gateway asserts in the confirmations it mints
+    # (four-eyes rules), sorted and unique; None: it knows none and asserts none.
+    approver_groups: tuple[str, ...] | None = None
 
 
 def new_stdio_session() -> str:

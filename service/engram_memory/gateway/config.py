@@ -120,6 +120,9 @@ class StdioBinding(_Model):
     os_user: Annotated[str, Field(min_length=1, max_length=256)]
     allow_other_os_user: bool = False
     approver: str | None = None
+    # The approver's groups (four-eyes rules); default: `groups` when the approver is the
+    # OS user (the same person), none when `approver` names someone else.
+    approver_groups: tuple[str, ...] | None = Field(default=None, max_length=64)
 
     @field_validator("purposes")
     @classmethod
@@ -130,10 +133,10 @@ class StdioBinding(_Model):
             raise ValueError("purposes must be distinct")
         return value
 
-    @field_validator("groups")
+    @field_validator("groups", "approver_groups")
     @classmethod
-    def _groups(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for group in value:
+    def _groups(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for group in value or ():
             if not is_group_ref(group):
                 raise ValueError(f"{group!r} is not a group reference (`group:<name>`)")
         return value
@@ -162,6 +165,15 @@ class StdioBinding(_Model):
     @property
     def effective_approver(self) -> str:
         return self.approver if self.approver is not None else f"human:{self.os_user}"
+
+    @property
+    def effective_approver_groups(self) -> tuple[str, ...] | None:
+        """The approver's groups as the confirmations assert them (sorted, unique)."""
+        if self.approver_groups is not None:
+            return tuple(sorted(set(self.approver_groups)))
+        if self.approver is None:  # the OS user approves their own binding's calls
+            return tuple(sorted(set(self.groups)))
+        return None
 
 
 class Listen(_Model):

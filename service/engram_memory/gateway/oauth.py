@@ -130,6 +130,9 @@ class GatewayAccessToken(AccessToken):
     approver: str
     purposes: tuple[str, ...]
     groups: tuple[str, ...] = ()
+    # `human:<sub>`'s groups for four-eyes rules: the token's, when a groups mapping is
+    # configured (the token speaks for the person who approves); None otherwise.
+    approver_groups: tuple[str, ...] | None = None
 
 
 def _shown(value: object) -> str:
@@ -276,6 +279,7 @@ class JwtVerifier:
             check_approver(f"human:{subject}")
         except TokenInvalid:
             raise OAuthRefused("malformed", claim="sub") from None
+        groups = _groups(claims, rules.groups)
         client = _client_id(claims)
         if rules.agent is not None:
             agent = _ref(claims, rules.agent, "agent")
@@ -298,7 +302,8 @@ class JwtVerifier:
             agent_id=agent,
             approver=f"human:{subject}",
             purposes=served.purposes,
-            groups=_groups(claims, rules.groups),
+            groups=groups,
+            approver_groups=None if rules.groups is None else groups,
         )
 
 
@@ -397,4 +402,5 @@ def caller_of(ctx: ServerRequestContext[Any]) -> Caller:
         approver=token.approver,
         purposes=token.purposes,
         groups=token.groups,
+        approver_groups=token.approver_groups,
     )

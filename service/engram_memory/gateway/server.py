@@ -328,7 +328,13 @@ class _Gateway:
             session=pending.caller.session,
             principal=pending.caller.principal,
         )
-        return mint_confirmation(self.signer, binding, approver=pending.caller.approver)
+        asserted = pending.caller.approver_groups
+        return mint_confirmation(
+            self.signer,
+            binding,
+            approver=pending.caller.approver,
+            approver_groups=None if asserted is None else list(asserted),
+        )
 
 
 class _ConstantErrors:

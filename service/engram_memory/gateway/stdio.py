@@ -35,6 +35,7 @@ def stdio_caller(binding: StdioBinding) -> Caller:
         approver=binding.effective_approver,
         purposes=binding.purposes,
         groups=tuple(sorted(set(binding.groups))),
+        approver_groups=binding.effective_approver_groups,
     )
 
 

@@ -184,7 +184,9 @@ class PolicyDecider:
             )
         except (ValidationError, ValueError, TypeError) as exc:
             raise PolicyUnavailable(f"{path}: malformed result") from exc
-        return parsed, Decision(path=path, result=result, receipt=receipt)
+        return parsed, Decision(
+            path=path, result=result, receipt=receipt, policy_input=policy_input
+        )
 
     def _decide(
         self, path: str, policy_input: dict[str, Any], model: type[_R]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue, normalize
@@ -25,6 +25,9 @@ class Decision:
     path: str
     result: Mapping[str, Any]
     receipt: DecisionReceipt
+    # What was decided about (ids, digests and classifier names only): kept for policy
+    # replay when the operator says so (store/decision_inputs.py); the receipt binds it.
+    policy_input: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def reasons(self) -> tuple[str, ...]:

@@ -23,7 +23,9 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import ZERO_DIGEST, digest
 from engram_memory.contract.exceptions import AuditChainBroken
 from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
+from engram_memory.store import decision_inputs
 from engram_memory.store.connection import load_queries
+from engram_memory.store.decision_inputs import KeptDecision
 from engram_memory.store.heads import Head
 from engram_memory.store.transaction import Transaction
 
@@ -112,6 +114,9 @@ class AuditRecord:
     # Until when (epoch ms) the audit id stays in `used_audit_ids`: its invocation token's
     # expiry plus the tolerated skew. None for server-made ids (host stream, summaries).
     audit_id_kept_until_ms: int | None = None
+    # The inputs and results of `receipts` kept for policy replay (store/decision_inputs.py);
+    # empty when the operator keeps none. Bound by the receipts, so not hashed here.
+    kept_decisions: Sequence[KeptDecision] = ()
 
 
 def _entry_hash(entry: dict[str, JsonValue]) -> str:
@@ -154,6 +159,10 @@ class AuditBatch:
     # One list per receipt column, in `insert_receipts` order.
     receipts: list[list[Any]] = field(default_factory=lambda: [[] for _ in range(13)])
     claims: list[list[Any]] = field(default_factory=list)  # (audit id, kept-until ms)
+    # One list per kept-decision column (store/decision_inputs.py `insert`).
+    inputs: list[list[Any]] = field(
+        default_factory=lambda: [[] for _ in range(decision_inputs.COLUMNS)]
+    )
 
     def hashes(self) -> list[str]:
         return [str(row[16]) for row in self.rows]
@@ -166,6 +175,8 @@ class AuditBatch:
         for column, values in zip(self.receipts, later.receipts, strict=True):
             column.extend(values)
         self.claims.extend(later.claims)
+        for column, values in zip(self.inputs, later.inputs, strict=True):
+            column.extend(values)
 
     def insert(self, tx: Transaction, *, claims_sql: str | None = None) -> None:
         """Write the entries, receipts, approvals and claims with at most four statements
@@ -182,6 +193,7 @@ class AuditBatch:
             tx.execute(_Q["set_approval"], [*approval[1:], approval[0]])
         if self.receipts[0]:
             tx.execute(_Q["insert_receipts"], self.receipts)
+        decision_inputs.insert(tx, self.inputs)
         if self.claims:
             tx.execute(
                 claims_sql or _Q["claim_audit_ids"],
@@ -207,6 +219,9 @@ def prepare(records: Sequence[AuditRecord], head: Head) -> AuditBatch:
             batch.approvals.append([sequence, *fields.values()])
         for receipt in record.receipts:
             for column, value in zip(batch.receipts, _receipt_values(record, receipt), strict=True):
+                column.append(value)
+        for kept in record.kept_decisions:
+            for column, value in zip(batch.inputs, kept.row(record.scope_ref), strict=True):
                 column.append(value)
         if record.audit_id_kept_until_ms is not None:
             batch.claims.append([record.audit_id, record.audit_id_kept_until_ms])
@@ -343,7 +358,8 @@ def _stored_approvals(tx: Transaction, after: int = 0) -> dict[int, dict[str, Js
 
 
 def verify(tx: Transaction) -> tuple[int, int]:
-    """Re-derive the audit chain and every decision receipt; return (entries, receipts).
+    """Re-derive the audit chain and every decision receipt, and check every kept decision
+    input against its receipt; return (entries, receipts).
 
     Raises:
         AuditChainBroken: the first defect found.
@@ -367,6 +383,7 @@ def verify(tx: Transaction) -> tuple[int, int]:
             raise AuditChainBroken(f"receipt {row[0]} does not re-derive")
         known_receipts.add(str(row[12]))
         receipts += 1
+    decision_inputs.verify(tx)
     return _verify_entries(tx, 0, ZERO_DIGEST, known_receipts), receipts
 
 

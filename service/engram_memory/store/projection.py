@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.exceptions import StoreCorrupt
-from engram_memory.store import audit
+from engram_memory.store import audit, decision_inputs
 from engram_memory.store.call_log import CallLog
 from engram_memory.store.connection import load_queries
 from engram_memory.store.transaction import Transaction
@@ -35,7 +35,7 @@ from engram_memory.store.transaction import Transaction
 _Q = load_queries("engram_memory.store.sql", "projection.sql")
 _FORMAT = 1
 # Pending records kept in memory before an append projects them itself (bounded memory; a
-# record of a read is ~1-3 KB).
+# record of a read is ~2-5 KB with its kept decision inputs).
 DEFAULT_PENDING_BOUND = 256
 log = logging.getLogger("engram_memory.store")
 
@@ -56,6 +56,7 @@ class LoggedCall:
             "approvals": b.approvals,
             "receipts": b.receipts,
             "claims": b.claims,
+            "inputs": b.inputs,
             "prune_before_ms": self.prune_before_ms,
         }
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
@@ -76,8 +77,15 @@ class LoggedCall:
                 _rows(body["receipts"]),
                 _rows(body["claims"]),
             )
+            # Records written before decision inputs were kept (migration 0010) have none.
+            if "inputs" in body:
+                batch.inputs = _rows(body["inputs"])
             prune = body["prune_before_ms"]
-            if len(batch.receipts) != 13 or not (prune is None or isinstance(prune, int)):
+            if (
+                len(batch.receipts) != 13
+                or len(batch.inputs) != decision_inputs.COLUMNS
+                or not (prune is None or isinstance(prune, int))
+            ):
                 raise ValueError("shape")
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreCorrupt("call log: a record is not in a known format") from exc
