@@ -60,7 +60,8 @@ def forget_record(
     digests: ContentDigests,
 ) -> None:
     """In the forget's transaction: the record and the candidate it came from keep only keyed
-    forms of `digests` (the record's; the candidate holds the same ones).
+    forms of `digests` (the record's; the candidate holds the same ones), and no decision
+    input kept for replay names them.
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
@@ -69,18 +70,21 @@ def forget_record(
     forgotten.replace_record_digests(tx, ctx.scope_ref, record_id, keyed)
     if source_candidate is not None:
         forgotten.replace_candidate_digests(tx, ctx.scope_ref, source_candidate, keyed)
+    forgotten.drop_kept_inputs(tx, ctx.scope_ref, digests)
 
 
 def forget_candidate(
     tx: Transaction, ctx: CallContext, candidate_id: str, digests: ContentDigests
 ) -> None:
-    """In the withdraw's transaction: the candidate keeps only keyed forms of `digests`.
+    """In the withdraw's transaction: the candidate keeps only keyed forms of `digests`, and
+    no decision input kept for replay names them.
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
     keyed = _keyed(ctx.services.root_key.forgotten_digest_key(ctx.scope_ref), digests)
     forgotten.replace_candidate_digests(tx, ctx.scope_ref, candidate_id, keyed)
+    forgotten.drop_kept_inputs(tx, ctx.scope_ref, digests)
 
 
 def key_forgotten_rows(database: Database, root_key: RootKey) -> int:

@@ -2,7 +2,8 @@
 
 A tombstoned record, the candidate it was promoted from, and a withdrawn candidate keep only
 keyed forms of `payload_digest`, `guard_digest` and `record_digest`; the keying itself is in
-core/forgotten.py (it needs the scope's key). This module only reads and writes the rows.
+core/forgotten.py (it needs the scope's key). The decision inputs kept for policy replay that
+name those digests are dropped. This module only reads and writes the rows.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def replace_candidate_digests(
         _Q["key_candidate"],
         [digests.payload, digests.guard, digests.record, scope_ref, candidate_id],
     )
+
+
+def drop_kept_inputs(tx: Transaction, scope_ref: str, digests: ContentDigests) -> None:
+    """Drop the kept decision inputs of `scope_ref` that hold one of the plain `digests`.
+
+    Raises:
+        StoreUnavailable: the statement failed (the caller's transaction rolls back).
+    """
+    tx.execute(_Q["drop_kept_inputs"], [scope_ref, digests.payload, digests.guard, digests.record])
 
 
 def plain_forgotten_rows(tx: Transaction) -> list[PlainRow]:

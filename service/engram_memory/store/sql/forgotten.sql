@@ -24,3 +24,11 @@ WHERE (c.state = 'withdrawn'
                     AND r.state = 'tombstoned'))
   AND (c.payload_digest LIKE 'sha256:%' OR c.guard_digest LIKE 'sha256:%'
        OR c.record_digest LIKE 'sha256:%');
+
+-- name: drop_kept_inputs
+-- Decision inputs kept for policy replay (migration 0010) that name one of a forgotten item's
+-- plain content digests: dropped with the forget, as retention would later (their receipts,
+-- which the chain binds, stay; a replay reports them as pruned).
+DELETE FROM decision_inputs
+WHERE scope_ref = ?
+  AND (contains(input_json, ?) OR contains(input_json, ?) OR contains(input_json, ?));
