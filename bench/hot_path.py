@@ -251,7 +251,9 @@ class WriterHolds:
             self.holds.append((time.perf_counter() - start) * 1000)
 
 
-def _fairness(caller_a: Caller, caller_b: Caller, holds: WriterHolds) -> dict[str, list[float]]:
+def _fairness(
+    caller_a: Caller, caller_b: Caller, holds: WriterHolds, admissions_wanted: int
+) -> dict[str, list[float]]:
     """B's search latency while A admits a ~1 MiB capture, against B's quiet latency."""
     for i in range(5):
         _round(caller_b, None, 10_000 + i)
@@ -271,7 +273,7 @@ def _fairness(caller_a: Caller, caller_b: Caller, holds: WriterHolds) -> dict[st
             caller_b.timed(None, "search", search)
             during.append((time.perf_counter() - start) * 1000)
 
-    for _ in range(5):
+    for _ in range(admissions_wanted):
         large = caller_a.timed(None, "capture", _large_capture_arguments())
         admitting, finished = threading.Event(), threading.Event()
         worker = threading.Thread(target=searches, args=(admitting, finished))
@@ -344,6 +346,11 @@ def _growth(
     return series
 
 
+def _growth_rounds(rounds: int) -> int:
+    """50 or half the rounds, whichever is more; a smoke's few rounds (< 50) are taken as is."""
+    return rounds if rounds < 50 else max(50, rounds // 2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -371,10 +378,13 @@ def main() -> int:
         rate = _sustained(caller, args.sustained_seconds)
         print("fairness (1 MiB admission vs another tenant's search)", file=sys.stderr)
         other_tenant = Caller(MemoryService(services), "globex", "main", "user:carol")
-        fairness = _fairness(caller, other_tenant, WriterHolds(services.database))
+        # Five 1 MiB admissions; fewer only when --rounds asks for fewer (the tests' smoke).
+        fairness = _fairness(
+            caller, other_tenant, WriterHolds(services.database), min(5, args.rounds)
+        )
         services.database.close()
         print("growth (bulk-loaded stores)", file=sys.stderr, flush=True)
-        growth = _growth(engine, workdir, [1_000, args.large_records], max(50, args.rounds // 2))
+        growth = _growth(engine, workdir, [1_000, args.large_records], _growth_rounds(args.rounds))
     engine.close()
     command = (
         f"python -m bench.hot_path --rounds {args.rounds} --large-records {args.large_records}"

@@ -1,6 +1,7 @@
 """Streamable HTTP under 16 concurrent clients: mixed calls against the real server process.
 
-Usage: .venv/bin/python -m bench.http_concurrency [--clients 16] [--seconds 20] [--out DIR]
+Usage: .venv/bin/python -m bench.http_concurrency [--clients 16] [--seconds 20] [--records 20]
+       [--out DIR]
 
 One `serve --transport http` process (embedded engine, fsync and every check on), a store
 seeded with records; each client is its own SDK session and loops over a mix of search, get,
@@ -101,10 +102,12 @@ async def _client_loop(
             pending.append(outcome.envelope["output"]["value"]["candidate_id"])
 
 
-async def _engram(url: str, signer: HostSigningKey, clients: int, seconds: float) -> Load:
+async def _engram(
+    url: str, signer: HostSigningKey, clients: int, seconds: float, records: int
+) -> Load:
     async with connect(url, signer, BINDING) as seeder:
         record_ids = []
-        for i in range(20):
+        for i in range(records):
             text = f"Refund approved for order {i} after courier loss."
             arguments = demo_capture_arguments(text, f"seed-{uuid.uuid4().hex}")
             captured = (await seeder.call("engram_memory_capture", arguments)).envelope
@@ -116,7 +119,7 @@ async def _engram(url: str, signer: HostSigningKey, clients: int, seconds: float
             record_ids.append(admitted["output"]["value"]["outcome"]["record_id"])
     load = Load()
     async with connect(url, signer, BINDING) as warm:
-        await _client_loop(warm, record_ids, Load(), time.perf_counter() + 2)
+        await _client_loop(warm, record_ids, Load(), time.perf_counter() + _warm_up(2, seconds))
     hosts: list[ReferenceHost] = []
     async with AsyncExitStack() as stack:
         for _ in range(clients):
@@ -150,12 +153,17 @@ async def _floor(url: str, clients: int, seconds: float) -> Load:
         sessions = [
             await stack.enter_async_context(Client(url, cache=None)) for _ in range(clients)
         ]
-        await _floor_loop(sessions[0], Load(), time.perf_counter() + 1)
+        await _floor_loop(sessions[0], Load(), time.perf_counter() + _warm_up(1, seconds))
         until = time.perf_counter() + seconds
         async with anyio.create_task_group() as group:
             for session in sessions:
                 group.start_soon(_floor_loop, session, load, until)
     return load
+
+
+def _warm_up(seconds: float, measured: float) -> float:
+    """The warm-up before a load run: never longer than the run itself (a smoke's is short)."""
+    return min(seconds, measured)
 
 
 def _summary(load: Load, seconds: float) -> dict[str, float]:
@@ -174,6 +182,7 @@ def main() -> int:
     )
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--records", type=int, default=20, help="records seeded for get")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
     load_before = machine_load()
@@ -186,7 +195,7 @@ def main() -> int:
         process, url = _start([*serve, "--port"], env)
         try:
             signer = HostSigningKey.from_pem_file(signing_key)
-            engram = anyio.run(_engram, url, signer, args.clients, args.seconds)
+            engram = anyio.run(_engram, url, signer, args.clients, args.seconds, args.records)
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -197,7 +206,10 @@ def main() -> int:
         finally:
             floor_process.terminate()
             floor_process.wait(timeout=30)
-    command = f"python -m bench.http_concurrency --clients {args.clients} --seconds {args.seconds}"
+    command = (
+        f"python -m bench.http_concurrency --clients {args.clients} --seconds {args.seconds}"
+        f" --records {args.records}"
+    )
     print(
         write_report(
             "http_concurrency",

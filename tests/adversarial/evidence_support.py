@@ -21,6 +21,7 @@ from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.client.reference_host import Binding, CallOutcome, ReferenceHost, connect
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
+from tests.cli_runner import run_cli
 from tests.servers import http_server, server_env
 
 ALICE = Binding(
@@ -57,16 +58,9 @@ class Server:
             self.process.wait(timeout=20)
 
     def audit_verify(self) -> subprocess.CompletedProcess[str]:
-        """`engram-memory audit verify` (the CLI) on the stopped server's store."""
-        command = [sys.executable, "-m", "engram_memory.cli", "audit", "verify"]
-        return subprocess.run(
-            [*command, "--data-dir", str(self.data_dir)],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        """`engram-memory audit verify` (the CLI's `main(argv)`, in this process: its exit code
+        and output are what is checked) on the stopped server's store."""
+        return run_cli(self.env, "audit", "verify", "--data-dir", str(self.data_dir))
 
     def rows(self, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         """Rows of the stopped server's store, opened read-only as anyone with the file could."""

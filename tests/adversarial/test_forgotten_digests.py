@@ -14,8 +14,6 @@ each remaining place, so one more place fails the test.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from tests.adversarial.evidence_support import (
     real_server,
     value,
 )
+from tests.cli_runner import run_cli
 
 CAPTURE = "engram_memory_capture"
 ADMIT = "engram_memory_request_admission"
@@ -113,15 +112,12 @@ def _beside_the_store(
 
 
 def _export(server: Server, out: Path) -> None:
-    command = [sys.executable, "-m", "engram_memory.cli", "audit", "export"]
-    done = subprocess.run(
-        [*command, "--data-dir", str(server.data_dir), "--out", str(out)],
-        env=server.env,
-        capture_output=True,
-        timeout=60,
-        check=False,
+    """`audit export` of the stopped store, through `main(argv)` in this process
+    (tests/cli_runner.py): what it writes is searched, its exit code checked."""
+    done = run_cli(
+        server.env, "audit", "export", "--data-dir", str(server.data_dir), "--out", str(out)
     )
-    assert done.returncode == 0
+    assert done.returncode == 0, done.stderr
 
 
 def _capture_digests(server: Server, candidate_id: str) -> dict[str, str]:

@@ -59,13 +59,15 @@ def test_tools_stdio_tiny(tmp_path: Path) -> None:
 
 
 def test_hot_path_tiny(tmp_path: Path) -> None:
-    tiny = ["--rounds", "2", "--large-records", "2000", "--sustained-seconds", "1"]
+    # Two 1 MiB admissions and two growth rounds (--rounds): every phase runs, briefly.
+    tiny = ["--rounds", "2", "--large-records", "1100", "--sustained-seconds", "0.2"]
     _bench("hot_path", *tiny, "--out", str(tmp_path))
     _written(tmp_path, "hot_path")
 
 
 def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> None:
-    _bench("http_concurrency", "--clients", "2", "--seconds", "1", "--out", str(tmp_path))
+    tiny = ["--clients", "2", "--seconds", "0.5", "--records", "2"]
+    _bench("http_concurrency", *tiny, "--out", str(tmp_path))
     report = _written(tmp_path, "http_concurrency")
     results = report["results"]
     assert isinstance(results, dict)

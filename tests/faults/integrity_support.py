@@ -24,6 +24,7 @@ from engram_memory.client.reference_host import Binding, connect
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
 from engram_memory.store.database import Database
+from tests.cli_runner import run_cli
 from tests.servers import http_server, server_env
 
 ALICE = Binding(
@@ -100,18 +101,20 @@ def start(store: Acknowledged) -> subprocess.CompletedProcess[str]:
     return _cli(store.env, "serve", "--transport", "http", "--port", "0")
 
 
-def audit_verify(store: Acknowledged) -> subprocess.CompletedProcess[str]:
-    return _cli(
-        {"PATH": os.environ.get("PATH", ""), "ENGRAM_ROOT_KEY": store.env["ENGRAM_ROOT_KEY"]},
-        "audit",
-        "verify",
-        "--data-dir",
-        str(store.data_dir),
-    )
+def audit_verify(
+    store: Acknowledged, *, own_process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`engram-memory audit verify` with the root key. Through `main(argv)` in this process
+    (tests/cli_runner.py) unless `own_process`: the refusals' exit codes (3, 4) are checked
+    as a shell sees them, the other verdicts only for their code and output (issue 19)."""
+    env = {"PATH": os.environ.get("PATH", ""), "ENGRAM_ROOT_KEY": store.env["ENGRAM_ROOT_KEY"]}
+    argv = ("audit", "verify", "--data-dir", str(store.data_dir))
+    return _cli(env, *argv) if own_process else run_cli(env, *argv)
 
 
 def accept_loss(store: Acknowledged, reason: str) -> subprocess.CompletedProcess[str]:
-    return _cli(
+    """`admin accept-loss` through `main(argv)` in this process: code and output checked."""
+    return run_cli(
         store.env,
         "admin",
         "--tenant",

@@ -1,5 +1,6 @@
 """Support for the key-lifecycle crash faults: a real server that SIGKILLs itself at an armed
-point, the CLI's `audit verify`, and what the stopped store's files can still open.
+point, the CLI's `audit verify` (in this process), and what the stopped store's files can
+still open.
 
 Nothing here patches the service: crashes come from the `Unsafe` kill failpoints armed through
 `ENGRAM_UNSAFE_FAILPOINTS` when the server process starts; evidence comes from the process
@@ -9,9 +10,9 @@ Nothing here patches the service: crashes come from the `Unsafe` kill failpoints
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -31,6 +32,7 @@ from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.crypto.sealing import open_sealed
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
+from tests.cli_runner import run_cli
 from tests.servers import http_server, server_env
 
 ALICE = Binding(
@@ -141,30 +143,19 @@ async def server_life(
             drain.join(timeout=DEATH_TIMEOUT_S)
 
 
-AUDIT_VERIFY = ("-m", "engram_memory.cli", "audit", "verify", "--data-dir")
-
-
 def audit_verify(data_dir: Path) -> subprocess.CompletedProcess[str]:
-    """`engram-memory audit verify` as an operator runs it, on a stopped store."""
-    return subprocess.run(
-        [sys.executable, *AUDIT_VERIFY, str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """`engram-memory audit verify` on a stopped store, run through `main(argv)` in this
+    process (tests/cli_runner.py): only its exit code and output are checked here, and an
+    interpreter per verdict cost ~2 s of CPU each (issue 19)."""
+    return run_cli(dict(os.environ), "audit", "verify", "--data-dir", str(data_dir))
 
 
-def audit_verify_of_a_copy(data_dir: Path, copy: Path) -> subprocess.Popen[str]:
-    """Start `audit verify` on a copy of the stopped store, so the next server run can start
-    on the original meanwhile; `communicate()` on the result waits for the verdict."""
+def audit_verify_of_a_copy(data_dir: Path, copy: Path) -> subprocess.CompletedProcess[str]:
+    """`audit verify` on a copy of the stopped store, so that whatever the verification
+    touches (it opens the DuckDB file) the next server run starts on the original as the
+    crash left it."""
     shutil.copytree(data_dir, copy)
-    return subprocess.Popen(
-        [sys.executable, *AUDIT_VERIFY, str(copy)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return audit_verify(copy)
 
 
 def candidate_id(idempotency_key: str) -> str:

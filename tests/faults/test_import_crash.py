@@ -23,6 +23,7 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.failpoints import ENV_VAR, KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE
 from engram_memory.crypto.keystore import KEY_SUFFIX, KEYS_DIRECTORY
+from tests.cli_runner import run_cli
 from tests.faults.store_reads import count
 
 pytestmark = pytest.mark.e2e
@@ -65,9 +66,9 @@ def _import(env: dict[str, str], source: Path, failpoint: str | None) -> Run:
 
 
 def _verify(env: dict[str, str]) -> int:
-    command = [sys.executable, "-m", "engram_memory.cli", "audit", "verify"]
-    command += ["--data-dir", env["ENGRAM_DATA_DIR"], "--root-key", env["ENGRAM_ROOT_KEY"]]
-    return subprocess.run(command, env=env, capture_output=True, timeout=60, check=False).returncode
+    """`audit verify`'s exit code, through `main(argv)` in this process (tests/cli_runner.py)."""
+    argv = ["--data-dir", env["ENGRAM_DATA_DIR"], "--root-key", env["ENGRAM_ROOT_KEY"]]
+    return run_cli(env, "audit", "verify", *argv).returncode
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ class JourneyRunner:
     def __init__(self, journey: Journey) -> None:
         self.journey = journey
         self.ended: list[str] = []
-        self.verdicts: dict[str, subprocess.Popen[str]] = {}
+        self.verdicts: dict[str, subprocess.CompletedProcess[str]] = {}
 
     def _ended_keys_left(self) -> int:
         return sum(key_path(self.journey.data_dir, item).exists() for item in self.ended)
@@ -104,7 +104,7 @@ class JourneyRunner:
 
     def after_crash(self, name: str) -> None:
         """The stopped store, before any restart: what `audit verify` says about it (run on a
-        copy, collected by `restarted`, so that the next run starts meanwhile)."""
+        copy, so that the next run starts on the store as the crash left it)."""
         crash = self.journey.crashes[name]
         crash.ended_keys_left_after_crash = self._ended_keys_left()
         copy = self.journey.data_dir.with_name(f"after-{len(self.journey.crashes)}")
@@ -114,8 +114,9 @@ class JourneyRunner:
         """Called as soon as the next run listens, before it served any call."""
         crash = self.journey.crashes[name]
         crash.ended_keys_left_after_restart = self._ended_keys_left()
-        _, crash.audit_text = self.verdicts[name].communicate(timeout=60)
-        crash.audit_after_crash = self.verdicts[name].returncode
+        verdict = self.verdicts[name]
+        crash.audit_text = verdict.stdout + verdict.stderr
+        crash.audit_after_crash = verdict.returncode
 
     async def run(self) -> None:
         """The chain. An armed failpoint fires at the first call that reaches it, so a run

@@ -54,7 +54,7 @@ def _refused(store: Acknowledged, exit_code: int) -> str:
     lines = started.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert store_files(store.data_dir) == before  # no call ran, no key re-executed
-    verified = audit_verify(store)
+    verified = audit_verify(store, own_process=True)
     assert verified.returncode == exit_code, verified.stdout + verified.stderr
     assert verified.stdout.startswith("FAILED"), verified.stdout
     return lines[0]
