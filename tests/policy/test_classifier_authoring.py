@@ -254,3 +254,17 @@ def test_explain_and_effective_show_the_redaction_of_a_classified_record(
         (name,) = tools[tool]["redaction_when_matched"]
         assert name == "customer"
         assert tools[tool]["redaction_when_matched"][name]["rule"] == "customer-record-reader-view"
+
+
+def test_the_diff_corpus_asks_the_redaction_of_a_read_with_every_classifier_name() -> None:
+    from engram_memory.policy.authoring.decision_corpus import generate_calls
+
+    calls = generate_calls(compile_policies(POLICIES_DIR))
+    asked = {
+        (c.policy_input["workspace"], c.policy_input["tool"], name)
+        for c in calls
+        if c.domain == "authz" and "classifiers" in c.policy_input
+        for name in c.policy_input["classifiers"]["primary"]
+    }
+    for tool in ("engram_memory_search", "engram_memory_get"):
+        assert ("accounts", tool, "customer") in asked
