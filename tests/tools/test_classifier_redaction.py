@@ -7,15 +7,19 @@ names in a call, and each decision (with its rule) is in the call's audit entry.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from engram_memory.admin.maintenance import MaintenanceService, Operator
+from engram_memory.contract.exceptions import PolicyUnavailable
 from engram_memory.core.runtime import Services
+from engram_memory.policy.decider import AUTHZ_PATH, PolicyDecider
+from engram_memory.policy.engine import EngineAnswer
 from tests.harness import Caller
-from tests.tools.test_tool_rules import admit, capture, value
+from tests.tools.test_tool_rules import admit, capture, code, value
 
 DANA = Operator("acme", "accounts", "human:dana")
 ADVISORS = ["group:support-advisors"]
@@ -139,3 +143,35 @@ def test_an_officer_reads_customer_records_in_full_in_a_search(
     assert all(not CUSTOMER_ONLY_FIELDS & set(p["redacted_fields"]) for p in page["records"])
     reasons = _last_authz_reasons(services, SEARCH)
     assert all("redaction_rule:records-officer-view" in r for r in reasons)
+
+
+class _NoAnswerForNames:
+    """The real engine, except that an authorization asked with names finds no policy."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.engine_id = real.engine_id
+        self.engine_version = real.engine_version
+
+    def evaluate(self, path: str, policy_input: Mapping[str, Any]) -> EngineAnswer:
+        if path == AUTHZ_PATH and policy_input.get("classifiers"):
+            raise PolicyUnavailable("no answer")
+        answer: EngineAnswer = self.real.evaluate(path, policy_input)
+        return answer
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_record_whose_redaction_cannot_be_decided_is_never_returned(
+    accounts: dict[str, Any], services: Services, engine: Any
+) -> None:
+    real = services.decider
+    services.decider = PolicyDecider(_NoAnswerForNames(engine), real.expected, services.clock_ms)
+    reader = accounts["reader"]
+    get = {"record_id": accounts["customer"], "purpose_ref": reader.purpose_ref}
+    assert code(reader.call(GET, get, groups=ADVISORS)) == "POLICY_UNAVAILABLE"
+    search = {"query": "parcel refund", "purpose_ref": reader.purpose_ref}
+    assert code(reader.call(SEARCH, search, groups=ADVISORS)) == "POLICY_UNAVAILABLE"
+    # A record nothing matched needs no second decision: it is still served.
+    assert _get(reader, accounts["plain"], ADVISORS)["record"]["components"]
