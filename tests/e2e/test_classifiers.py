@@ -91,9 +91,16 @@ async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_pro
                 held_outcome = (await _admit(host, held["candidate_id"]))["outcome"]
                 plain = await _capture(host, plain_text)
                 plain_outcome = (await _admit(host, plain["candidate_id"]))["outcome"]
+            # A read classifies the record it returns: the names reach the policy, the
+            # text does not (the scans below cover the reads' decisions too).
+            async with connect(url, signer, ADVISOR) as reader:
+                read = _value(await _get(reader, str(plain_outcome["record_id"])))
+                found = await _search(reader, marker + "x")
 
     assert held_outcome["status"] == "pending_adjudication"
     assert plain_outcome["status"] == "accepted"
+    assert read["record"]["components"]
+    assert [p["record"]["record_id"] for p in found] == [plain_outcome["record_id"]]
 
     # The decision logs were written, and they carry the names: the policy saw the facts.
     logged = decision_log.read_text("utf-8")
@@ -104,6 +111,13 @@ async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_pro
         {},
     ]
     assert [d["result"]["decision"] for d in admissions] == ["adjudication_required", "accept"]
+    reads = [
+        d["input"]["classifiers"]
+        for d in decisions
+        if d.get("path") == "engram/authz/decision"
+        and d["input"]["tool"] in {"engram_memory_get", "engram_memory_search"}
+    ]
+    assert reads == [{}, {}]  # one decision each: the record matched nothing
 
     compact = iban.replace(" ", "")
     needles = [marker, compact, iban, compact[4:], iban[5:]]
