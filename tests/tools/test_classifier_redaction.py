@@ -175,3 +175,24 @@ def test_a_record_whose_redaction_cannot_be_decided_is_never_returned(
     assert code(reader.call(SEARCH, search, groups=ADVISORS)) == "POLICY_UNAVAILABLE"
     # A record nothing matched needs no second decision: it is still served.
     assert _get(reader, accounts["plain"], ADVISORS)["record"]["components"]
+
+
+def test_the_kept_inputs_of_a_get_show_the_names_each_redaction_decision_saw(
+    accounts: dict[str, Any], services: Services
+) -> None:
+    _get(accounts["reader"], accounts["customer"], ADVISORS)
+    with services.database.reading() as tx:
+        (receipts,) = tx.fetchall(
+            "SELECT receipt_digests_json FROM audit_entries WHERE tool = ? "
+            "ORDER BY sequence DESC LIMIT 1",
+            [GET],
+        )[0]
+        kept = tx.fetchall(
+            "SELECT r.receipt_digest, i.input_json FROM decision_receipts r "
+            "JOIN decision_inputs i ON i.decision_id = r.decision_id "
+            "WHERE r.policy_path = 'engram/authz/decision'"
+        )
+    inputs = dict(kept)
+    seen = [json.loads(inputs[r])["classifiers"] for r in json.loads(receipts) if r in inputs]
+    assert seen[0] == {}
+    assert {name for names in seen[1].values() for name in names} == {"customer"}
