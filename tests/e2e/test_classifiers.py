@@ -4,7 +4,9 @@ IBAN, and accepts the rest. The service runs the classifiers on the plaintext; o
 NAMES reach the policy. Real server over streamable HTTP, real MCP SDK client, the real OPA
 server with its decision logs on the console, a real DuckDB file; the test then scans the
 decision logs, every text column of every table, the whole store directory and the
-service's stderr for the content: it is nowhere."""
+service's stderr for the content: it is nowhere. Search and get classify each record they
+return: a support advisor reads a record about a customer without its components and
+citations, the rest in full, in both engines."""
 
 from __future__ import annotations
 
@@ -23,13 +25,16 @@ from engram_memory.host.keys import HostSigningKey
 from engram_memory.policy.authoring.default_bundle import default_bundle_dir
 from engram_memory.policy.opa_server import start_opa_server
 from engram_memory.store.connection import DATABASE_FILE
+from tests.cli_runner import run_cli
 from tests.e2e.conftest import ALICE, Deployment
-from tests.e2e.test_governed_session import _admit, _capture
+from tests.e2e.test_governed_session import _admit, _capture, _get, _search, _value
 from tests.servers import http_server, server_env
 
 pytestmark = pytest.mark.e2e
 
 ACCOUNTS = replace(ALICE, workspace="accounts")
+ADVISOR = replace(ACCOUNTS, principal="user:zoe", groups=("group:support-advisors",))
+CUSTOMER_ONLY_FIELDS = {"/citations", "/components"}
 _TEXT_TYPES = ("VARCHAR", "JSON", "BLOB")
 
 
@@ -86,9 +91,16 @@ async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_pro
                 held_outcome = (await _admit(host, held["candidate_id"]))["outcome"]
                 plain = await _capture(host, plain_text)
                 plain_outcome = (await _admit(host, plain["candidate_id"]))["outcome"]
+            # A read classifies the record it returns: the names reach the policy, the
+            # text does not (the scans below cover the reads' decisions too).
+            async with connect(url, signer, ADVISOR) as reader:
+                read = _value(await _get(reader, str(plain_outcome["record_id"])))
+                found = await _search(reader, marker + "x")
 
     assert held_outcome["status"] == "pending_adjudication"
     assert plain_outcome["status"] == "accepted"
+    assert read["record"]["components"]
+    assert [p["record"]["record_id"] for p in found] == [plain_outcome["record_id"]]
 
     # The decision logs were written, and they carry the names: the policy saw the facts.
     logged = decision_log.read_text("utf-8")
@@ -99,6 +111,13 @@ async def test_a_customer_mention_is_held_and_nothing_of_the_text_leaves_the_pro
         {},
     ]
     assert [d["result"]["decision"] for d in admissions] == ["adjudication_required", "accept"]
+    reads = [
+        d["input"]["classifiers"]
+        for d in decisions
+        if d.get("path") == "engram/authz/decision"
+        and d["input"]["tool"] in {"engram_memory_get", "engram_memory_search"}
+    ]
+    assert reads == [{}, {}]  # one decision each: the record matched nothing
 
     compact = iban.replace(" ", "")
     needles = [marker, compact, iban, compact[4:], iban[5:]]
@@ -129,3 +148,50 @@ async def test_both_engines_hold_a_customer_mention_and_accept_the_rest(
             captured = await _capture(host, text)
             outcomes.append((await _admit(host, captured["candidate_id"]))["outcome"]["status"])
     assert outcomes == ["pending_adjudication", "pending_adjudication", "accepted"]
+
+
+def _adjudicate_accept(deployment: Deployment, candidate_id: str) -> str:
+    """Dana, the accounts workspace's maintenance operator, accepts a held candidate."""
+    who = ["--tenant", "acme", "--workspace", "accounts", "--operator", "human:dana"]
+    done = run_cli(
+        deployment.env,
+        "admin",
+        *who,
+        "adjudicate",
+        candidate_id,
+        "--decision",
+        "accept",
+        "--reason",
+        "reason:e2e",
+    )
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["value"]["record_id"])
+
+
+@pytest.mark.parametrize("deployment", ["stdio-embedded", "http-opa"], indirect=True)
+async def test_both_engines_redact_a_record_about_a_customer_for_an_advisor(
+    deployment: Deployment,
+) -> None:
+    word = f"parcel{uuid.uuid4().hex[:8]}"
+    async with deployment.host(ACCOUNTS) as host:
+        held = await _capture(host, f"The client asked about {word} twice.")
+        assert (await _admit(host, held["candidate_id"]))["outcome"]["status"] == (
+            "pending_adjudication"
+        )
+        plain = await _capture(host, f"The depot lost {word} in transit.")
+        plain_outcome = (await _admit(host, plain["candidate_id"]))["outcome"]
+    customer_id = _adjudicate_accept(deployment, held["candidate_id"])
+    plain_id = str(plain_outcome["record_id"])
+
+    async with deployment.host(ADVISOR) as reader:
+        customer = _value(await _get(reader, customer_id))
+        unmatched = _value(await _get(reader, plain_id))
+        page = {p["record"]["record_id"]: p for p in await _search(reader, word)}
+    assert set(customer["redacted_fields"]) >= CUSTOMER_ONLY_FIELDS
+    assert "components" not in customer["record"]
+    assert customer["record"]["record_digest"]  # what the rule allows is still there
+    assert not CUSTOMER_ONLY_FIELDS & set(unmatched["redacted_fields"])
+    assert unmatched["record"]["components"]
+    assert set(page) == {customer_id, plain_id}
+    assert set(page[customer_id]["redacted_fields"]) >= CUSTOMER_ONLY_FIELDS
+    assert not CUSTOMER_ONLY_FIELDS & set(page[plain_id]["redacted_fields"])

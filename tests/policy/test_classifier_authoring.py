@@ -17,7 +17,7 @@ from engram_memory.policy.authoring.data_compiler import compile_policies
 from engram_memory.policy.authoring.lint import lint_policies
 from tests.cli_runner import run_cli
 from tests.policy.conftest import POLICIES_DIR, REGO_DIR
-from tests.policy.test_lint import CLEAN, _line_of, _write
+from tests.policy.test_lint import CLEAN, _line_of, _warnings, _write
 
 ENV = {"PATH": os.environ.get("PATH", "")}
 
@@ -79,6 +79,13 @@ def test_a_well_formed_classifier_set_validates_and_compiles(tmp_path: Path) -> 
             "- name: customer",
         ),
         (("        classifiers: [customer, iban]", "        classifiers: [custmer]"), "custmer"),
+        (  # a redaction rule naming a classifier the workspace does not run
+            (
+                "        allowed_fields: [/components]",
+                "        allowed_fields: [/components]\n        classifiers: [customer, cutsomer]",
+            ),
+            "cutsomer",
+        ),
         (  # the tenant already defines `customer`
             (
                 "      - name: iban",
@@ -191,3 +198,73 @@ def test_the_diff_corpus_asks_admission_with_every_classifier_name() -> None:
         for name in c.policy_input["classifiers"]["primary"]
     }
     assert {("accounts", n) for n in ("customer", "iban", "payment-card")} <= asked
+
+
+CUSTOMER_RULE = (
+    "      - name: customer-records\n"
+    "        classifiers: [customer]\n"
+    "        allowed_fields: [/record_digest]\n"
+)
+
+
+def test_a_redaction_rule_naming_classifiers_compiles_and_shadows_only_its_own_records(
+    tmp_path: Path,
+) -> None:
+    # First: it applies only where `customer` matched, so the rule after it still applies.
+    text = CLASSIFIED.replace("    redaction:\n", "    redaction:\n" + CUSTOMER_RULE)
+    assert _warnings(tmp_path, text) == []
+    ws = compile_policies(_write(tmp_path, text))["engram"]["config"]["tenants"]["bank"]
+    (first, _) = ws["workspaces"]["advice"]["redaction"]
+    assert first["classifiers"] == ["customer"]
+    # Last, after a rule for the same callers without classifiers: it never applies.
+    later = CLASSIFIED.replace(
+        "        allowed_fields: [/components]\n",
+        "        allowed_fields: [/components]\n"
+        + CUSTOMER_RULE.replace(
+            "        classifiers",
+            '        roles: [adviser]\n        purposes: ["purpose:advice"]\n        classifiers',
+        ),
+    )
+    assert _warnings(tmp_path, later) == [
+        ("shadowed-redaction-rule", _line_of(later, "- name: customer-records"))
+    ]
+
+
+def test_explain_and_effective_show_the_redaction_of_a_classified_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    binding = ["--tenant", "acme", "--workspace", "accounts", "--principal", "user:zoe"]
+    binding += ["--purpose", "purpose:support-case", "--group", "group:support-advisors"]
+    binding += ["--policies", str(POLICIES_DIR)]
+    get = ["--tool", "engram_memory_get", "--json"]
+    assert main(["policy", "explain", *binding, *get, "--text", "The customer called."]) == 0
+    (authz,) = [d for d in json.loads(capsys.readouterr().out)["domains"] if d["domain"] == "authz"]
+    assert authz["input"]["classifiers"] == {"decision": ["customer"], "primary": ["customer"]}
+    assert authz["summary"]["redaction_rule"] == "customer-record-reader-view"
+    assert any("redaction[2]" in s["source"] for s in authz["sources"])
+    assert main(["policy", "explain", *binding, *get]) == 0
+    (plain,) = [d for d in json.loads(capsys.readouterr().out)["domains"] if d["domain"] == "authz"]
+    assert plain["input"]["classifiers"] == {}
+    assert plain["summary"]["redaction_rule"] == "account-reader-view"
+
+    assert main(["policy", "effective", *binding, "--json"]) == 0
+    tools = json.loads(capsys.readouterr().out)["tools"]
+    for tool in ("engram_memory_search", "engram_memory_get"):
+        assert tools[tool]["redaction"]["rule"] == "account-reader-view"
+        (name,) = tools[tool]["redaction_when_matched"]
+        assert name == "customer"
+        assert tools[tool]["redaction_when_matched"][name]["rule"] == "customer-record-reader-view"
+
+
+def test_the_diff_corpus_asks_the_redaction_of_a_read_with_every_classifier_name() -> None:
+    from engram_memory.policy.authoring.decision_corpus import generate_calls
+
+    calls = generate_calls(compile_policies(POLICIES_DIR))
+    asked = {
+        (c.policy_input["workspace"], c.policy_input["tool"], name)
+        for c in calls
+        if c.domain == "authz" and "classifiers" in c.policy_input
+        for name in c.policy_input["classifiers"]["primary"]
+    }
+    for tool in ("engram_memory_search", "engram_memory_get"):
+        assert ("accounts", tool, "customer") in asked

@@ -4,8 +4,9 @@
 #   May the caller use this tool, and with which redaction allowlist, packet cap and
 #   response ceiling. Allowed iff memory is enabled for the tenant and the workspace and
 #   one of the principal's roles (for the declared purpose) grants the tool. Redaction is
-#   the first redaction rule of the workspace matching the purpose and the principal or one
-#   of its roles; without one only record_id is disclosed. Rate limits ride on the
+#   the first redaction rule of the workspace matching the purpose, the principal or one
+#   of its roles, and (for a rule naming classifiers) the content classifiers that matched
+#   the record about to be returned; without one only record_id is disclosed. Rate limits ride on the
 #   discovery decision instead, so that they apply before the arguments are validated.
 # scope: package
 package engram.authz
@@ -87,12 +88,25 @@ purpose_matches(rule) if not rule.purposes
 
 purpose_matches(rule) if input.purpose_ref in rule.purposes
 
+# A rule naming classifiers applies only to a record one of them matched, in any component
+# kind. Search and get ask once per distinct set of names in a page (input.classifiers:
+# kind -> sorted names; absent or {} when nothing matched), so such a rule never applies
+# to the decision taken before any record is opened.
+classifiers_match(rule) if not rule.classifiers
+
+classifiers_match(rule) if {
+	some names in object.get(input, "classifiers", {})
+	some name in names
+	name in rule.classifiers
+}
+
 # METADATA
 # title: Matching redaction rules
 # description: Positions of the workspace redaction rules that match the caller.
 matching contains i if {
 	some i, rule in common.workspace.redaction
 	purpose_matches(rule)
+	classifiers_match(rule)
 	common.selects(rule)
 }
 

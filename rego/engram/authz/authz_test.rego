@@ -31,6 +31,12 @@ config := {"tenants": {"acme": {
 					"allowed_fields": [""],
 					"allow_derivation_lineage": true,
 				},
+				{
+					"name": "customer-records",
+					"classifiers": ["customer", "iban"],
+					"purposes": ["purpose:customer-care"],
+					"allowed_fields": ["/record_digest"],
+				},
 				{"name": "everyone-else", "allowed_fields": ["/purpose_ref"]},
 			],
 		},
@@ -134,4 +140,34 @@ test_the_default_decision_denies_when_no_rule_decides if {
 		"response_ceiling_bytes": 2097152,
 		"reasons": ["default_deny"],
 	}
+}
+
+care := object.union(request, {"purpose_ref": "purpose:customer-care"})
+
+test_a_rule_naming_classifiers_applies_when_one_of_them_matched_in_any_kind if {
+	d := authz.decision with input as object.union(care, {"classifiers": {"evidence": ["email", "iban"]}})
+		with data.engram.config as config
+	d.allow
+	d.redaction.allowed_fields == ["/record_digest"]
+	d.reasons == ["redaction_rule:customer-records", "tool_granted"]
+}
+
+test_a_rule_naming_classifiers_is_skipped_when_none_of_them_matched if {
+	d := authz.decision with input as object.union(care, {"classifiers": {"primary": ["email"]}})
+		with data.engram.config as config
+	d.reasons == ["redaction_rule:everyone-else", "tool_granted"]
+}
+
+test_a_rule_naming_classifiers_is_skipped_when_nothing_matched_or_nothing_was_classified if {
+	empty := authz.decision with input as object.union(care, {"classifiers": {}})
+		with data.engram.config as config
+	empty.reasons == ["redaction_rule:everyone-else", "tool_granted"]
+	absent := authz.decision with input as care with data.engram.config as config
+	absent.reasons == ["redaction_rule:everyone-else", "tool_granted"]
+}
+
+test_an_earlier_rule_still_wins_over_a_matching_classifier_rule if {
+	d := authz.decision with input as object.union(care, {"principal": "user:alice", "classifiers": {"primary": ["customer"]}})
+		with data.engram.config as config
+	d.reasons == ["redaction_rule:stewards", "tool_granted"]
 }

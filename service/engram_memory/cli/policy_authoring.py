@@ -206,6 +206,11 @@ def _print_effective(report: dict[str, Any]) -> None:
                 f"{redaction.get('allowed_fields')}, "
                 f"packets <= {redaction.get('max_packet_bytes')} B"
             )
+        for name, matched in row.get("redaction_when_matched", {}).items():
+            print(
+                f"  redaction of a record classifier {name} matched: rule {matched.get('rule')}, "
+                f"fields {matched.get('allowed_fields')}"
+            )
         for source in row["because"]:
             print(f"  because: {source['why']}  [{source['source']}]")
     semantic = report.get("semantic_search")

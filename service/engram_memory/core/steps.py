@@ -35,14 +35,17 @@ from engram_memory.store.transaction import Transaction
 log = logging.getLogger("engram_memory.calls")
 
 
-def authorize(ctx: CallContext, audit: CallAudit) -> AuthzResult:
+def authorize(
+    ctx: CallContext, audit: CallAudit, classifiers: ClassifierFacts | None = None
+) -> AuthzResult:
     """Base authorization for the tool in the bound scope; its receipt goes to `audit`.
-    (Rate limits apply earlier, from the discovery decision: `admit_rate`.)
+    (Rate limits apply earlier, from the discovery decision: `admit_rate`.) `classifiers`:
+    `{}` for a read in a scope that classifies (tools/record_redaction.py).
 
     Raises:
         ToolError: UNAUTHORIZED when policy denies; POLICY_* from the decider.
     """
-    result = ctx.services.decider.authz(ctx.subject, ctx.tool)
+    result = ctx.services.decider.authz(ctx.subject, ctx.tool, classifiers)
     audit.decided(result.decision)
     if not result.allow:
         raise ToolError(ErrorCode.UNAUTHORIZED, "authz denied")

@@ -211,13 +211,17 @@ class PolicyDecider:
             classifiers=tuple(c.model_dump(exclude_none=True) for c in parsed.classifiers),
         )
 
-    def authz(self, subject: Subject, tool: str) -> AuthzResult:
-        """May the subject call `tool`, with which redaction and response ceiling.
+    def authz(
+        self, subject: Subject, tool: str, classifiers: ClassifierFacts | None = None
+    ) -> AuthzResult:
+        """May the subject call `tool`, with which redaction and response ceiling
+        (`classifiers`: for search and get in a scope that classifies, the names that matched
+        the record the redaction is for, `{}` before any record is opened).
 
         Raises:
             PolicyUnavailable, PolicyStale
         """
-        policy_input = {**subject.as_input(), "tool": tool}
+        policy_input = _with_classifiers({**subject.as_input(), "tool": tool}, classifiers)
         parsed, decision = self._decide(AUTHZ_PATH, policy_input, AuthzShape)
         redaction = Redaction(
             mode=parsed.redaction.mode,

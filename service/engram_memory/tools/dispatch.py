@@ -77,8 +77,10 @@ _HANDLERS: dict[str, ToolHandler] = {
 
 
 # The tools whose decisions see classifier names: they hold the content (capture's payload,
-# the candidate an admission opens).
-_CLASSIFIED_TOOLS = frozenset({ToolName.CAPTURE, ToolName.REQUEST_ADMISSION})
+# the candidate an admission opens, the records a search or get returns: their redaction).
+_CLASSIFIED_TOOLS = frozenset(
+    {ToolName.CAPTURE, ToolName.REQUEST_ADMISSION, ToolName.SEARCH, ToolName.GET}
+)
 
 
 def _never_store_detector(patterns: tuple[str, ...]) -> SecretDetector:

@@ -12,6 +12,7 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.search.packets import packet_budget
 from engram_memory.tools import reading
+from engram_memory.tools.record_redaction import RecordRedactions, base_classifiers, redaction_of
 
 DEFAULT_MAX_PACKET_BYTES = 65_536
 
@@ -21,13 +22,17 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
     args = parsed.arguments
     record_id = str(args["record_id"])
     audit.targets(record_id)
-    authz = steps.authorize(ctx, audit)
+    authz = steps.authorize(ctx, audit, base_classifiers(parsed.classifiers))
     with ctx.services.database.reading(audit_complete=False) as tx:
         as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
         record = reading.revalidated_record(tx, ctx, record_id, as_of)
     if record is None:
         raise ToolError(ErrorCode.NOT_FOUND, "record not available")
-    view, omitted, redaction_digest = reading.redacted_view(ctx, authz, record)
+    # The decision for this record's classifier names (the call's own when none matched):
+    # its redaction applies, and the read receipt binds it.
+    applied = RecordRedactions(ctx, audit, authz, parsed.classifiers).applied(record)
+    redaction = redaction_of(applied)
+    view, omitted, redaction_digest = reading.redacted_view(ctx, redaction, record)
     read_receipt = with_digest(
         "read-receipt",
         {
@@ -36,7 +41,7 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
             "valid_as_of": as_of.valid_as_of,
             "system_as_of": str(as_of.system_as_of),
             "validated_through_cursor": str(as_of.system_as_of),
-            "authorization_receipt_digest": authz.decision.receipt.receipt_digest,
+            "authorization_receipt_digest": applied.decision.receipt.receipt_digest,
             "revalidation_receipt_digest": reading.revalidation_receipt_digest(
                 [record_id], as_of, ctx.now_instant
             ),
@@ -52,7 +57,7 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
     packet["packet_digest"] = digest("read-packet", packet, field="packet_digest")
     budget = packet_budget(
         int(args.get("max_packet_bytes", DEFAULT_MAX_PACKET_BYTES)),
-        authz.redaction.max_packet_bytes,
+        redaction.max_packet_bytes,
     )
     if len(canonical_json(packet)) > budget:
         raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "record over packet budget")

@@ -8,7 +8,7 @@ from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
 from engram_memory.core import steps
 from engram_memory.core.runtime import CallContext
-from engram_memory.policy.decider import AuthzResult
+from engram_memory.policy.decider import Redaction
 from engram_memory.search.redaction import redact, redaction_receipt_digest
 from engram_memory.store import journal, memory
 from engram_memory.store.transaction import Transaction
@@ -57,10 +57,10 @@ def revalidated_record(
 
 
 def redacted_view(
-    ctx: CallContext, authz: AuthzResult, record: dict[str, JsonValue]
+    ctx: CallContext, redaction: Redaction, record: dict[str, JsonValue]
 ) -> tuple[dict[str, JsonValue], list[str], str]:
-    """(redacted record, redacted_fields, redaction_receipt_digest) under this binding's policy."""
-    redaction = authz.redaction
+    """(redacted record, redacted_fields, redaction_receipt_digest) under `redaction`, the
+    allowlist policy decided for this record (tools/record_redaction.py)."""
     view, omitted = redact(record, redaction.allowed_fields, redaction.allow_derivation_lineage)
     receipt = redaction_receipt_digest(
         str(record["record_id"]),

@@ -43,6 +43,7 @@ from engram_memory.search.receipts import (
 from engram_memory.store import journal
 from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
+from engram_memory.tools.record_redaction import RecordRedactions, base_classifiers, redaction_of
 from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
 from engram_memory.tools.search_semantic import (
     config_digest,
@@ -104,7 +105,7 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     ):
         # No semantic projection is configured; never fall back silently (SPEC §10.2).
         raise ToolError(ErrorCode.RANKING_UNAVAILABLE, "semantic channel not configured")
-    authz = steps.authorize(ctx, audit)
+    authz = steps.authorize(ctx, audit, base_classifiers(parsed.classifiers))
     binding = page_binding(params, scope_ref=ctx.scope_ref, principal=ctx.invocation.principal)
     terms = distinct(query_terms(params.query, indexing.scope_term_key(ctx)))
     database = ctx.services.database
@@ -134,13 +135,17 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
         window = ordered_ids[offset : offset + params.limit]
         bodies = page_bodies(tx, ctx, audit, window, as_of)
 
+    # Per record: the call's decision, or the one for the names its classifiers matched.
+    redactions = RecordRedactions(ctx, audit, authz, parsed.classifiers)
+
     def packets() -> Iterator[dict[str, JsonValue] | None]:
         for position, record_id in enumerate(window, start=offset + 1):
             body = bodies.get(record_id)
             if body is None:
                 yield None
                 continue
-            view, omitted, redaction_digest = reading.redacted_view(ctx, authz, body)
+            redaction = redaction_of(redactions.applied(body))
+            view, omitted, redaction_digest = reading.redacted_view(ctx, redaction, body)
             yield search_packet(
                 view, omitted, redaction_digest, ranked.scores[position - 1], position
             )

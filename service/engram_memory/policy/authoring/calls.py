@@ -88,6 +88,8 @@ class Binding(_Strict):
 
 
 ComponentKind = Literal["context", "decision", "evidence"]
+ClassifierKind = Literal["primary", "context", "decision", "evidence", "citations"]
+ClassifierName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 def _decision_only() -> list[ComponentKind]:
@@ -127,8 +129,13 @@ class ToolCall(_Strict):
     approver: Ref | None = None
     approver_groups: list[GroupRef] | None = Field(default=None, max_length=64)
     # capture / request_admission: sample content, the primary component's text (of the
-    # candidate's first component kind); the workspace's content classifiers run on it
+    # candidate's first component kind); the workspace's content classifiers run on it.
+    # search / get: the text of a record about to be returned; its names go to the
+    # authorization decision that redacts that record
     text: str | None = None
+    # search / get: the names a record's classifiers matched, per kind, given directly
+    # instead of `text` (what `policy effective` asks about each classifier)
+    classifiers: dict[ClassifierKind, list[ClassifierName]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +251,8 @@ def classifier_facts(
     """
     if not definitions:
         return None
+    if call.classifiers is not None:
+        return {k: sorted(set(n)) for k, n in sorted(call.classifiers.items()) if n}
     try:
         classifiers = classifier_set_for(definitions)
     except ConfigurationError:
@@ -273,8 +282,8 @@ def plan_call(
     earlier one would stop the real call, so each can be explained and tested.
 
     `classifiers`: the workspace's content classifier definitions; the names they match in
-    `call.text` go to the confirmation, retention and admission questions, as the service
-    sends them.
+    `call.text` go to the confirmation, retention and admission questions, and to the
+    authorization of a search or get (it redacts the record), as the service sends them.
 
     Raises:
         CallError: the binding lacks what the call needs (principal and purpose for a
@@ -303,7 +312,10 @@ def plan_call(
         elif tool not in READ_TOOLS:
             gate_facts = facts if tool == ToolName.CAPTURE else None
             _asked(recorder, lambda: decider.confirmation(subject, tool, gate_facts))
-        _asked(recorder, lambda: decider.authz(subject, tool))
+        # A read's authorization redacts a record: it sees that record's names (`{}`
+        # without text, as the service asks before any record is opened).
+        read_facts = facts if tool in READ_TOOLS else None
+        _asked(recorder, lambda: decider.authz(subject, tool, read_facts))
         if tool == ToolName.SEARCH:
             # Asked when the service has the semantic channel configured (SPEC §10.2).
             _asked(recorder, lambda: decider.semantic_channel(subject))

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from engram_memory._internal.yaml_source import YamlSource
+from engram_memory._internal.yaml_source import Path_, YamlSource
 from engram_memory.contract.policy_regex import MAX_REGEX_CHARS, checked_regex
 
 if TYPE_CHECKING:
@@ -123,9 +123,15 @@ def check_classifiers(source: YamlSource, policy: TenantPolicy) -> None:
                 )
             names.setdefault(definition.name, position)
         adjudicate = ws.admission.adjudicate if ws.admission is not None else None
-        for position, name in enumerate(adjudicate.classifiers or () if adjudicate else ()):
+        named: list[tuple[Path_, str]] = [
+            (("workspaces", ws_name, "admission", "adjudicate", "classifiers", position), name)
+            for position, name in enumerate(adjudicate.classifiers or () if adjudicate else ())
+        ]
+        named += [
+            (("workspaces", ws_name, "redaction", index, "classifiers", position), name)
+            for index, rule in enumerate(ws.redaction)
+            for position, name in enumerate(rule.classifiers or ())
+        ]
+        for where, name in named:
             if name not in tenant_names and name not in names:
-                source.report(
-                    ("workspaces", ws_name, "admission", "adjudicate", "classifiers", position),
-                    f"unknown classifier {name!r} (define it under classifiers)",
-                )
+                source.report(where, f"unknown classifier {name!r} (define it under classifiers)")

@@ -117,6 +117,9 @@ class RedactionRule(_Model):
     allowed_fields: list[JsonPointer]
     allow_derivation_lineage: bool = False
     max_packet_bytes: PacketBytes | None = None
+    # Applies only to a record one of these classifiers matched, in any component kind
+    # (search and get classify each record they return: docs/compliance/classifiers.md).
+    classifiers: list[Name] | None = Field(default=None, min_length=1)
 
 
 class Selector(_Model):

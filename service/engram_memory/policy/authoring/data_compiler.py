@@ -66,6 +66,8 @@ def _compile_workspace(policy: TenantPolicy, ws: Workspace) -> dict[str, Any]:
             compiled["purposes"] = sorted(set(rule.purposes))
         if rule.max_packet_bytes is not None:
             compiled["max_packet_bytes"] = rule.max_packet_bytes
+        if rule.classifiers:
+            compiled["classifiers"] = sorted(set(rule.classifiers))
         redaction.append(compiled)
     require: dict[str, list[dict[str, Any]]] = {}
     confirmation: dict[str, Any] = {"require": require}

@@ -65,7 +65,8 @@ class _Names:
     source_prefixes: set[str]
     citation_thresholds: set[int]
     durations_ms: set[int]
-    # Content classifier names, defined or named by a rule: an admission is asked with each.
+    # Content classifier names, defined or named by a rule: an admission, and the
+    # authorization of a read (its redaction), are asked with each.
     classifiers: set[str] = field(default_factory=set)
 
 
@@ -217,6 +218,13 @@ def _subject_calls(
             {**subject, "now_ms": NOW_MS, "candidate": plain, "classifiers": {"primary": [name]}},
             f"{who} request_admission, content classifier {name} matched",
         )
+        # The redaction of a record this classifier matched (search and get ask per record).
+        for tool in (ToolName.SEARCH, ToolName.GET):
+            yield Call(
+                "authz",
+                {**subject, "tool": tool, "classifiers": {"primary": [name]}},
+                f"{who} {tool}, a record content classifier {name} matched",
+            )
 
 
 def _tenant_calls(tenant: str, names: _Names) -> Iterator[Call]:

@@ -57,6 +57,23 @@ def _tool_row(explanation: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _redaction_by_classifier(
+    ask: Callable[[ToolCall], dict[str, Any]],
+    tool: str,
+    row: Mapping[str, Any],
+    classifiers: list[Any],
+) -> dict[str, Any]:
+    """`redaction_when_matched`: for each classifier whose match alone changes the redaction
+    of a record this binding reads, that redaction (rule and allowlist)."""
+    changed: dict[str, Any] = {}
+    for classifier in classifiers:
+        name = str(_mapping(classifier).get("name"))
+        asked = _tool_row(ask(_call(tool=tool, classifiers={"primary": [name]})))
+        if asked.get("redaction") != row.get("redaction"):
+            changed[name] = asked.get("redaction")
+    return {"redaction_when_matched": changed} if changed else {}
+
+
 def _classifier_row(classifier: Mapping[str, Any]) -> dict[str, Any]:
     sort = next((key for key in ("terms", "regex", "detector") if key in classifier), "?")
     if sort == "detector":
@@ -155,6 +172,9 @@ def effective_permissions(
     if isinstance(classifiers, list) and classifiers:
         # Names, sorts and kinds: what a rule may name (the definitions are in the YAML).
         out["classifiers"] = [_classifier_row(_mapping(c)) for c in classifiers]
+        for tool in (ToolName.SEARCH, ToolName.GET):
+            if tools[tool]["allowed"]:
+                tools[tool].update(_redaction_by_classifier(ask, tool, tools[tool], classifiers))
     if tools[ToolName.SEARCH]["allowed"]:
         semantic = _domain(ask(_call(tool=ToolName.SEARCH)), "semantic")
         out["semantic_search"] = {

@@ -155,6 +155,12 @@ def _covers(earlier: RedactionRule, later: RedactionRule) -> bool:
         later.purposes is None or not set(later.purposes) <= set(earlier.purposes)
     ):
         return False
+    # A rule naming classifiers applies only to records one of them matched: it covers a
+    # later rule only if every record the later one applies to matched one of them too.
+    if earlier.classifiers is not None and (
+        later.classifiers is None or not set(later.classifiers) <= set(earlier.classifiers)
+    ):
+        return False
     if not earlier.principals and not earlier.roles:
         return True  # selects everyone (for its purposes)
     if not later.principals and not later.roles:
