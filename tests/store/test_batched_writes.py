@@ -155,3 +155,26 @@ def test_a_duplicate_row_fails_the_batch_as_it_would_fail_the_call(tmp_path: Pat
             assert tx.fetchall("SELECT * FROM key_destructions") == []
     finally:
         database.close()
+
+
+def _answer_then_flush(database: Database) -> None:
+    with database.transaction() as direct:
+        tx = BatchedWrites(direct)
+        memory.insert_candidate(tx, SCOPE, _candidate("c7", 2), NOW)
+        assert memory.get_candidate(tx, SCOPE, "c7") is not None  # from the waiting row
+        tx.flush()
+
+
+def test_an_id_another_scope_holds_fails_the_batch_it_was_answered_in(tmp_path: Path) -> None:
+    """The waiting row answered alone; a stored row of the same id in another scope would
+    have been part of the answer, so the batch must not commit."""
+    database = Database.open(tmp_path)
+    try:
+        with database.transaction() as tx:
+            memory.insert_candidate(tx, OTHER, _candidate("c7", 1), NOW)
+        with pytest.raises(StoreUnavailable):
+            _answer_then_flush(database)
+        with database.reading() as tx:
+            assert tx.fetchall("SELECT scope_ref FROM candidates") == [(OTHER,)]
+    finally:
+        database.close()

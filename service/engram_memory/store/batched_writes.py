@@ -16,8 +16,12 @@ What must still see the database as the statements left it does:
   by `clear_candidate_body`) target a candidate whose INSERT still waits; they change that
   waiting row instead (one row written in its final form). For any other candidate they
   flush and run as written.
-- `get_candidate` of a candidate whose INSERT waits is answered from the waiting row when it
-  is the only row of that id in the transaction's view (`_candidate_lookup`).
+- `get_candidate` of a candidate whose INSERT waits is answered from its waiting row(s)
+  without a statement (`_candidate_lookup`). That is the whole answer unless another scope
+  already holds the same id (ids are random 128-bit values: it never happens in practice),
+  and `flush` checks exactly that with one query for the whole batch: if it did happen, the
+  flush fails (`StoreUnavailable`) and the batch rolls back whole, so no answer given from
+  the waiting rows can have been wrong in anything that commits.
 
 A failing multi-row statement fails the transaction, as the one-row statement would have:
 the caller's batch rolls back whole.
@@ -30,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.store.connection import load_queries
 from engram_memory.store.transaction import Transaction
 
@@ -167,6 +172,7 @@ class BatchedWrites(Transaction):
         self._batched_groups: dict[tuple[str, str], _Group] = {}  # in first-seen order
         self._batched_candidates: dict[tuple[str, str], dict[str, Any]] = {}
         self._batched_candidate_scopes: dict[str, list[str]] = {}  # candidate id -> scopes
+        self._answered_waiting: set[str] = set()  # ids `get_candidate` answered unflushed
 
     # -- writes --------------------------------------------------------------------------
 
@@ -237,6 +243,10 @@ class BatchedWrites(Transaction):
         Raises:
             StoreUnavailable / StoreCorrupt: a statement failed (the transaction must roll back).
         """
+        if self._answered_waiting:
+            answered, self._answered_waiting = sorted(self._answered_waiting), set()
+            if super().fetchall(_OWN["stored_candidate_ids"], [answered]):
+                raise StoreUnavailable("a new candidate id is already held; run the batch again")
         if self._batched_candidates:
             candidates = _deferrable(_OWN["insert_candidates"])
             if candidates is None:  # batched_writes.sql is ours: a programming error
@@ -262,20 +272,18 @@ class BatchedWrites(Transaction):
         return super().fetchall(sql, params)
 
     def _candidate_lookup(self, candidate_id: str) -> list[tuple[Any, ...]] | None:
-        """`get_candidate`'s rows for a waiting candidate: its waiting row(s) plus the stored
-        rows of that id (other scopes may hold the same id), read without a flush (the
-        waiting rows are exactly what a flush would add). None when nothing waits for it."""
+        """`get_candidate`'s rows for a waiting candidate: its waiting row(s), the stored
+        rows of that id being none (checked at `flush`). None when nothing waits for it."""
         scopes = self._batched_candidate_scopes.get(candidate_id)
         if scopes is None:
             return None
-        stored = super().fetchall(_MEMORY["get_candidate"], [candidate_id])
-        waiting = [
+        self._answered_waiting.add(candidate_id)
+        return [
             tuple(
                 self._batched_candidates[(scope, candidate_id)][name] for name in _CANDIDATE_COLUMNS
             )
             for scope in scopes
         ]
-        return stored + waiting
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         self.flush()

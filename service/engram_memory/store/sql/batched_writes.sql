@@ -7,3 +7,7 @@ INSERT INTO candidates
     (scope_ref, candidate_id, state, principal_ref, payload_digest, guard_digest, record_digest,
      record_id, capture_cursor, sealed_body, created_at_ms, updated_at_ms)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- name: stored_candidate_ids
+-- Which of these candidate ids any scope already holds (checked once per batch).
+SELECT DISTINCT candidate_id FROM candidates WHERE candidate_id IN (SELECT unnest(?));
