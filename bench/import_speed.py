@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import RESULTS, machine, machine_load, percentile
-from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
 from engram_memory.bulk.importer import ImportBinding, Importer
 from engram_memory.cli.bulk_import import numbered_lines
 from engram_memory.core.runtime import Services, ServiceSettings
@@ -63,6 +63,9 @@ def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[
         "ENGRAM_DATA_DIR": str(data),
         "ENGRAM_ROOT_KEY": str(root),
         "ENGRAM_HOST_KEYS": str(public),
+        # As `serve` gets it (server_env): the import signs a checkpoint at its end, from
+        # which the next start verifies the audit trail.
+        "ENGRAM_CHECKPOINT_KEY": str(root.parent / CHECKPOINT_KEY_FILE),
     }
     tenant, workspace, principal, purpose = BINDING
     command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", tenant]

@@ -5,11 +5,16 @@ store still opens (cli/serve.py), so the clock runs from launching the process t
 of its first `engram_memory_search` through the real SDK client over stdio (fresh signed
 context, embedded engine). RSS of the server's process tree is read right then, and again
 after `searches` more searches. Used by bench/import_speed.py (`--serve-searches`) on the
-store the import just loaded.
+store the import just loaded, or alone on a directory `import_speed --keep` left:
+
+    .venv/bin/python -m bench.serve_ready --dir WORK [--searches 1000]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,9 +22,11 @@ from typing import Any
 
 import anyio
 
+from bench.report import machine_load
 from bench.search_engram import BINDING
 from bench.stdio_probe import quiet_server, server_pid, tree_rss_bytes
-from engram_memory.client.reference_host import connect
+from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.client.reference_host import connect, server_env
 from engram_memory.host.keys import HostSigningKey
 
 _SERVE = ("-m", "engram_memory.cli", "serve", "--transport", "stdio")
@@ -83,3 +90,26 @@ def measure(env: dict[str, str], signing_key: Path, log: Path, searches: int) ->
     """
     result: dict[str, Any] = anyio.run(_measure, env, signing_key, log, searches)
     return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", required=True, help="what `import_speed --keep` left")
+    parser.add_argument("--searches", type=int, default=1000)
+    args = parser.parse_args()
+    work = Path(args.dir)
+    secrets = work / "secrets"
+    root, signing, public = init_host_dir(secrets)  # existing files are kept
+    extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+    env = server_env(work / "data", root, public, **extra)
+    result = {
+        "load_before": machine_load(),
+        **measure(env, signing, work / "serve.log", args.searches),
+    }
+    result["load_after"] = machine_load()
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
