@@ -1,13 +1,18 @@
 """`engram-memory import` throughput: lines/s loading a corpus, beside the floor of the run.
 
 Usage: .venv/bin/python -m bench.import_speed --corpus FILE [--batch 500] [--out DIR]
+       [--label TEXT] [--keep DIR] [--serve-searches N]
 
 The corpus is the import's JSONL (e.g. `python -m bench.corpus --records 10000 --out FILE`).
 Runs the real CLI (`engram-memory import`, embedded engine, fresh data directory) and keeps
 each progress line with its time, then `audit verify`. The floor, measured in the same run:
 DuckDB `SELECT 1` and a one-row INSERT on the store, one embedded policy decision, and how
 many statements and policy decisions one line costs (counted in-process over the corpus's
-first 200 lines). Writes `import_speed.{json,md,png}`; progress on stderr.
+first 200 lines). With `--serve-searches N`, `serve` is then started on the loaded store:
+seconds from launch to its first answered search, RSS then and after N searches
+(bench/serve_ready.py). `--keep DIR` loads into DIR (kept) instead of a temporary directory.
+Writes `import_speed.{json,md,png}`, keeping the earlier runs found there beside the new one
+(each under its `--label`); progress on stderr.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import RESULTS, machine, machine_load, percentile
-from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
 from engram_memory.bulk.importer import ImportBinding, Importer
 from engram_memory.cli.bulk_import import numbered_lines
 from engram_memory.core.runtime import Services, ServiceSettings
@@ -43,20 +48,24 @@ BINDING = ("globex", "main", "user:carol", "purpose:support-case")
 OPERATOR = "human:gina"
 _PROGRESS = re.compile(r"^import: (\d+)/(\d+) lines committed")
 _COUNTED = ("execute", "executemany", "fetchall", "fetchone")
+GOAL_LINES_PER_S = 550  # issue 20: 100k lines in 3 minutes
 
 
 def _say(text: str) -> None:
     print(f"import_speed: {text}", file=sys.stderr, flush=True)
 
 
-def _run_cli(corpus: Path, work: Path, batch: int) -> dict[str, Any]:
-    root, _, public = init_host_dir(work / "secrets")
+def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[str, Any]:
+    root, signing, public = init_host_dir(work / "secrets")
     data = work / "data"
     env = {
         **os.environ,
         "ENGRAM_DATA_DIR": str(data),
         "ENGRAM_ROOT_KEY": str(root),
         "ENGRAM_HOST_KEYS": str(public),
+        # As `serve` gets it (server_env): the import signs a checkpoint at its end, from
+        # which the next start verifies the audit trail.
+        "ENGRAM_CHECKPOINT_KEY": str(root.parent / CHECKPOINT_KEY_FILE),
     }
     tenant, workspace, principal, purpose = BINDING
     command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", tenant]
@@ -83,7 +92,18 @@ def _run_cli(corpus: Path, work: Path, batch: int) -> dict[str, Any]:
     size = sum(p.stat().st_size for p in data.rglob("*") if p.is_file())
     summary = json.loads(output)["value"] if process.returncode == 0 else {}
     lines = int(summary.get("lines", 0))
+    served: dict[str, Any] = {}
+    if serve_searches and process.returncode == 0:
+        from bench.serve_ready import measure
+        from engram_memory.client.reference_host import server_env
+
+        _say(f"serving the store: ready time, RSS, {serve_searches} searches")
+        extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+        serve_env = server_env(data, root, public, **extra)
+        served = measure(serve_env, signing, work / "serve.log", serve_searches)
+        _say(f"served {served}")
     return {
+        "served": served,
         "exit": process.returncode,
         "summary": summary,
         "seconds": round(elapsed, 2),
@@ -193,17 +213,23 @@ def _floor(corpus: Path, work: Path, engine: EmbeddedWasmEngine) -> dict[str, An
     return floor
 
 
-def _plot(progress: list[tuple[float, int]], title: str, target: Path) -> None:
+def _plot(runs: list[dict[str, Any]], target: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    seconds = [p[0] for p in progress]
-    ax.plot(seconds, [p[1] for p in progress], marker=".", label="measured")
-    goal = [s * 100_000 / 600 for s in seconds]  # 100k lines in 10 minutes
-    ax.plot(seconds, goal, linestyle="--", label="goal: 100k lines in 10 min (167 lines/s)")
+    longest = 0.0
+    for entry in runs:
+        progress = entry["run"]["progress"]
+        seconds = [p[0] for p in progress]
+        longest = max(longest, seconds[-1])
+        ax.plot(seconds, [p[1] for p in progress], marker=".", label=_label(entry))
+    reach = min(longest, 100_000 / GOAL_LINES_PER_S)  # the goal line stops at 100k lines
+    ax.plot([0, reach], [0, reach * GOAL_LINES_PER_S], linestyle="--",
+            label=f"goal: 100k lines in 3 min ({GOAL_LINES_PER_S} lines/s)")  # fmt: skip
+    title = "engram-memory import: lines committed over time"
     ax.set_xlabel("seconds since start")
     ax.set_ylabel("lines committed")
     ax.set_title(title)
@@ -214,6 +240,80 @@ def _plot(progress: list[tuple[float, int]], title: str, target: Path) -> None:
     plt.close(fig)
 
 
+def _label(entry: dict[str, Any]) -> str:
+    meta = entry["meta"]
+    return str(meta.get("label") or f"{meta['date']} batch {meta['command'].split()[-1]}")
+
+
+def _earlier_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs already recorded in `path` (a file of the one-run format is one run)."""
+    if not path.is_file():
+        return []
+    recorded: dict[str, Any] = json.loads(path.read_text())
+    if "runs" in recorded:
+        return list(recorded["runs"])
+    recorded["meta"].setdefault("label", "one-row statements (before issue 20)")
+    return [recorded]
+
+
+def _markdown(runs: list[dict[str, Any]]) -> list[str]:
+    """One table, a column per run, newest last."""
+
+    def row(name: str, values: list[object]) -> str:
+        return f"| {name} | " + " | ".join(str(v) for v in values) + " |"
+
+    def served(key: str) -> list[object]:
+        return [r["run"].get("served", {}).get(key, "-") for r in runs]
+
+    floors = [r["floor"] for r in runs]
+    table = [
+        row("measure", [_label(r) for r in runs]),
+        "|---|" + "---|" * len(runs),
+        row("command", [f"`{r['meta']['command']}`" for r in runs]),
+        row("corpus", [f"`{r['meta'].get('corpus_command', '')}`" for r in runs]),
+        row(
+            "date, load before / after",
+            [f"{r['meta']['date']}, {r['meta']['load_before']} / {r['load_after']}" for r in runs],
+        ),
+        row("lines (outcomes)", [json.dumps(r["run"]["summary"]) for r in runs]),
+        row("wall time", [f"{r['run']['seconds']} s" for r in runs]),
+        row(
+            f"**throughput** (goal ≥ {GOAL_LINES_PER_S} lines/s)",
+            [f"**{r['run']['lines_per_s']} lines/s**" for r in runs],
+        ),
+        row("data directory per line", [f"{r['run']['data_dir_bytes_per_line']} B" for r in runs]),
+        row("audit verify", [r["run"]["audit_verify"] for r in runs]),
+        row("in-process, first 200 lines: lines/s", [f["in_process_lines_per_s"] for f in floors]),
+        row(
+            "in-process ms per line: total / DuckDB statements / policy",
+            [
+                f"{f['ms_per_line_total']} / {f['ms_per_line_in_statements']} / "
+                f"{f['ms_per_line_in_policy']}"
+                for f in floors
+            ],
+        ),
+        row("statements per line", [f["statements_per_line"] for f in floors]),
+        row("policy decisions per line", [f["policy_decisions_per_line"] for f in floors]),
+        row("floor: DuckDB `SELECT 1` p50 ms", [f["duckdb_select_1_ms_p50"] for f in floors]),
+        row("floor: one-row INSERT p50 ms", [f["duckdb_one_row_insert_ms_p50"] for f in floors]),
+        row("floor: one policy decision p50 ms", [f["policy_decision_ms_p50"] for f in floors]),
+        row(
+            "`serve` ready (launch to first search answered; goal ≤ 3 s)",
+            [f"{v} s" if v != "-" else v for v in served("ready_s")],
+        ),
+        row("RSS when ready (goal ≤ 500 MiB)", served("rss_ready_mib")),
+        row(
+            "searches, then RSS (MiB)",
+            [
+                f"{n}, {m}" if n != "-" else n
+                for n, m in zip(served("searches"), served("rss_after_searches_mib"), strict=True)
+            ],
+        ),
+        row("search p50 ms over stdio", served("search_ms_p50")),
+    ]
+    return ["# engram-memory import throughput", "", *table]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", required=True, help="JSONL of capture arguments")
@@ -222,25 +322,32 @@ def main() -> int:
     parser.add_argument(
         "--corpus-command", default="", help="how the corpus was made, for the report"
     )
+    parser.add_argument("--label", default="", help="the run's name in the report")
+    parser.add_argument("--keep", default="", help="load into this directory and keep it")
+    parser.add_argument("--serve-searches", type=int, default=0)
     args = parser.parse_args()
     corpus, out = Path(args.corpus), Path(args.out)
     command = f"python -m bench.import_speed --corpus {corpus.name} --batch {args.batch}"
+    if args.serve_searches:
+        command += f" --serve-searches {args.serve_searches}"
     load_before = machine_load()
     with tempfile.TemporaryDirectory(prefix="import-speed-") as scratch:
-        work = Path(scratch)
+        work = Path(args.keep) if args.keep else Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
         _say("measuring the floor")
         engine = EmbeddedWasmEngine()
         try:
-            floor = _floor(corpus, work, engine)
+            floor = _floor(corpus, Path(scratch), engine)
         finally:
             engine.close()
         _say(f"floor {floor}")
-        run = _run_cli(corpus, work, args.batch)
+        run = _run_cli(corpus, work, args.batch, args.serve_searches)
     meta: dict[str, str] = {
         **machine(),
         "command": command,
         "corpus_command": args.corpus_command,
         "load_before": load_before,
+        "label": args.label,
     }
     result: dict[str, Any] = {
         "meta": meta,
@@ -249,34 +356,10 @@ def main() -> int:
         "load_after": machine_load(),
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "import_speed.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = int(run["summary"].get("lines", 0))
-    markdown = [
-        "# engram-memory import throughput",
-        "",
-        f"`{command}` on {meta['machine']}, Python {meta['python']}, "
-        f"{meta['date']}; {load_before} before, {result['load_after']} after.",
-        "",
-        *([f"Corpus: `{args.corpus_command}`.", ""] if args.corpus_command else []),
-        "| measure | value |",
-        "|---|---|",
-        f"| lines | {lines} ({json.dumps(run['summary'])}) |",
-        f"| wall time | {run['seconds']} s |",
-        f"| throughput | {run['lines_per_s']} lines/s (goal: 167, i.e. 100k in 10 min) |",
-        f"| data directory per line | {run['data_dir_bytes_per_line']} bytes |",
-        f"| audit verify | {run['audit_verify']} |",
-        f"| in-process, first 200 lines: lines/s | {floor['in_process_lines_per_s']} |",
-        f"| in-process: ms per line (total / in DuckDB statements / in policy decisions) | "
-        f"{floor['ms_per_line_total']} / {floor['ms_per_line_in_statements']} / "
-        f"{floor['ms_per_line_in_policy']} |",
-        f"| floor: statements per line | {floor['statements_per_line']} |",
-        f"| floor: policy decisions per line | {floor['policy_decisions_per_line']} |",
-        f"| floor: DuckDB `SELECT 1` p50 | {floor['duckdb_select_1_ms_p50']} ms |",
-        f"| floor: DuckDB one-row INSERT p50 | {floor['duckdb_one_row_insert_ms_p50']} ms |",
-        f"| floor: one policy decision p50 | {floor['policy_decision_ms_p50']} ms |",
-    ]
-    (out / "import_speed.md").write_text("\n".join(markdown) + "\n")
-    _plot(run["progress"], f"import of {lines} lines, batch {args.batch}", out / "import_speed.png")
+    runs = [*_earlier_runs(out / "import_speed.json"), result]
+    (out / "import_speed.json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    (out / "import_speed.md").write_text("\n".join(_markdown(runs)) + "\n")
+    _plot(runs, out / "import_speed.png")
     _say(f"wrote {out}/import_speed.{{json,md,png}}")
     return 0 if run["exit"] == 0 else 1
 

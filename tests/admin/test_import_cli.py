@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.admin.host_setup import init_host_dir
+from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.store.database import Database
 from tests.cli_runner import run_cli
@@ -128,3 +128,29 @@ def test_the_lines_entries_carry_the_session_of_the_runs_entry(
     assert _import(env, source, "human:dana").returncode == 0
     sessions = {session for _, _, session in _audit_entries(Path(env["ENGRAM_DATA_DIR"]))}
     assert len(sessions) == 1
+
+
+def test_with_a_checkpoint_key_the_run_ends_with_a_signed_checkpoint_of_its_heads(
+    setup: tuple[dict[str, str], Path],
+) -> None:
+    """The next start verifies the audit trail from there (core/startup_audit.py)."""
+    env, source = setup
+    key = Path(env["ENGRAM_ROOT_KEY"]).parent / CHECKPOINT_KEY_FILE
+    assert _import(env, source, "human:dana").returncode == 0
+    assert _checkpoints(Path(env["ENGRAM_DATA_DIR"])) == []  # none without the key
+    rerun = {**env, "ENGRAM_CHECKPOINT_KEY": str(key)}
+    assert _import(rerun, source, "human:dana").returncode == 0
+    data = Path(env["ENGRAM_DATA_DIR"])
+    [(reason, sequence)] = _checkpoints(data)
+    assert reason == "import"
+    assert sequence == len(_audit_entries(data))  # the head the run left: its own entry
+
+
+def _checkpoints(data_dir: Path) -> list[tuple[str, int]]:
+    database = Database.open(data_dir, read_only=True)
+    try:
+        with database.reading() as tx:
+            rows = tx.fetchall("SELECT reason, audit_sequence FROM audit_checkpoints")
+    finally:
+        database.close(checkpoint=False)
+    return [(str(reason), int(sequence)) for reason, sequence in rows]

@@ -2,7 +2,9 @@
 
 The real CLI process kills itself at armed failpoints (`ENGRAM_UNSAFE_FAILPOINTS`): once right
 after its first batch committed (before the batch's key destructions), once after the next
-batch's keys were made durable and before that batch's COMMIT. After each crash `audit
+batch's keys were made durable and before that batch's COMMIT, and once in the middle of a
+batch's transaction: every row of the batch written to DuckDB (store/batched_writes.py's
+flush), its keys durable, its COMMIT not yet run (`kill_after_staging`). After each crash `audit
 verify` passes and only committed batches are in the store; the final run replays the done
 lines, loads the rest, and no line is loaded twice.
 """
@@ -21,7 +23,12 @@ import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.core.failpoints import ENV_VAR, KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE
+from engram_memory.core.failpoints import (
+    ENV_VAR,
+    KILL_AFTER_COMMIT,
+    KILL_AFTER_KEY_WRITE,
+    KILL_AFTER_STAGING,
+)
 from engram_memory.crypto.keystore import KEY_SUFFIX, KEYS_DIRECTORY
 from tests.cli_runner import run_cli
 from tests.faults.store_reads import count
@@ -92,7 +99,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     ]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     recorded = Runs()
-    for failpoint in (KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE, None):
+    for failpoint in (KILL_AFTER_COMMIT, KILL_AFTER_KEY_WRITE, KILL_AFTER_STAGING, None):
         recorded.runs.append(_import(env, source, failpoint))
         recorded.verified.append(_verify(env))
         recorded.records.append(count(data, "SELECT count(*) FROM records"))
@@ -105,20 +112,23 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
 
 
 def test_the_import_is_killed_after_a_commit_and_before_one(runs: Runs) -> None:
-    first, second, _ = runs.runs
+    first, second, third, _ = runs.runs
     assert first.status == SIGKILLED
     assert f"fired: {KILL_AFTER_COMMIT}" in first.stderr
     assert second.status == SIGKILLED
     assert f"fired: {KILL_AFTER_KEY_WRITE}" in second.stderr
+    assert third.status == SIGKILLED
+    assert f"fired: {KILL_AFTER_STAGING}" in third.stderr
 
 
 def test_audit_verify_passes_after_each_crash_and_after_the_rerun(runs: Runs) -> None:
-    assert runs.verified == [0, 0, 0]
+    assert runs.verified == [0, 0, 0, 0]
 
 
 def test_only_committed_batches_are_in_the_store_after_a_crash(runs: Runs) -> None:
-    # The first run committed one batch; the second replayed it and died before its next.
-    assert runs.records == [BATCH, BATCH, LINES]
+    # The first run committed one batch; the second and third replayed it and died before
+    # their next batch's COMMIT (the third with that batch's rows written to DuckDB).
+    assert runs.records == [BATCH, BATCH, BATCH, LINES]
 
 
 def test_the_rerun_replays_the_done_lines_and_loads_each_line_once(runs: Runs) -> None:

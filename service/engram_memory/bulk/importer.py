@@ -17,6 +17,9 @@ What differs is only how the work is grouped, never what is decided or kept:
   shreds it after COMMIT): its content is sealed under a key that never reaches the disk.
 - A record's index rows are written in the batch transaction (never staged: the import is
   the store's only writer, so there is no one to keep waiting).
+- The rows themselves wait in memory and reach DuckDB as one statement per table at the end
+  of the batch (store/batched_writes.py): hash chains, cursors and sequences are computed in
+  line order exactly as before, only the statements are fewer.
 The audit entries of a batch are appended in line order with one group write.
 """
 
@@ -45,6 +48,7 @@ from engram_memory.crypto.key_batch import store_item_keys
 from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.host.context import InvocationContext
 from engram_memory.store import bulk_reads, key_intents, memory
+from engram_memory.store.batched_writes import BatchedWrites
 from engram_memory.store.transaction import Transaction
 from engram_memory.tools import admission, capture
 from engram_memory.tools.dispatch import parse_call
@@ -131,12 +135,18 @@ class Importer:
         commits_before = database.commits_on_this_thread()
         outcomes: list[str] = []
         try:
-            with database.transaction() as tx:
+            with database.transaction() as direct:
+                tx = BatchedWrites(direct)
                 lines = [(number, _decoded(text)) for number, text in chunk]
                 self._look_ahead(tx, batch, lines)
                 outcomes = [self._line(tx, batch, number, raw) for number, raw in lines]
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
+                tx.flush()  # every row before the COMMIT
+                if batch.keys:
+                    # The batch's rows are in the open transaction, its keys durable: a crash
+                    # here must leave the store as if the batch never ran (tests/faults).
+                    self.services.settings.failpoints.kill_after_staging(ADMIT)
         except BaseException as exc:
             # As `item_keys.fresh_key`: keys of a batch that certainly did not commit are
             # orphans, shredded now; after an unknown COMMIT they stay for the start-up sweep,

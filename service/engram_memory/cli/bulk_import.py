@@ -101,7 +101,29 @@ def import_file(
         summary: dict[str, JsonValue] = {"lines": total, **dict(sorted(importer.counts.items()))}
         return ToolOutcome.succeeded(summary, audit)
 
-    return run_authorized(services, who, "import", "maintain", act)
+    output = run_authorized(services, who, "import", "maintain", act)
+    _sign_checkpoint(services)
+    return output
+
+
+def _sign_checkpoint(services: Services) -> None:
+    """With a checkpoint key configured, sign and keep the heads the run left (reason
+    `import`): the next start re-derives the audit trail from this checkpoint instead of the
+    newest MAX_ENTRIES entries (core/startup_audit.py), so a large import does not slow the
+    start that follows it.
+
+    Raises:
+        StoreUnavailable: the checkpoint could not be kept (the import itself is committed).
+    """
+    from engram_memory.core.checkpoints import keep_checkpoint, take_checkpoint
+
+    key = services.checkpoint_key
+    if key is None:
+        return
+    with services.database.reading() as tx:
+        document = take_checkpoint(tx, key, services.clock_ms())
+    with services.database.transaction() as tx:
+        keep_checkpoint(tx, document, "import")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +152,12 @@ def run(args: argparse.Namespace) -> int:
             services = service.services
             # Running the import is the operator's opt-in to memory for this scope.
             services.settings = replace(services.settings, host_memory_enabled=True)
+            # Nothing searches in this process: the in-memory search index (and each
+            # record's semantic vector, ~half a line's time) would be built for nothing.
+            # The lexical rows still go into the store; `serve` loads them, and re-embeds
+            # every record, when it opens (core/search_index.py).
+            services.database.index_commits.follow(None)
+            services.search_index = None
             output = import_file(services, who, binding, path, args.batch)
     except ToolError as error:
         print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
