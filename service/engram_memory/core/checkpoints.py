@@ -245,7 +245,8 @@ def take_checkpoint(
 
 
 def keep_checkpoint(tx: Transaction, document: Mapping[str, JsonValue], reason: str) -> None:
-    """Store a signed checkpoint in `audit_checkpoints` (`reason`: interval, export, request, import).
+    """Store a signed checkpoint in `audit_checkpoints` (`reason`: interval, export, request,
+    import).
 
     Raises:
         StoreUnavailable: the write failed.

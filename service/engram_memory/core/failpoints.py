@@ -15,8 +15,8 @@
   transaction opens (capture, and admission on accept); `kill_after_staging:<tool>` once an
   accepted record's index rows are staged, before the accept transaction opens (admission,
   core/indexing.py; in `engram-memory import`, once a batch's rows are written inside its
-  open transaction, before its COMMIT); `kill_after_commit:<tool>` right after the call's transaction
-  committed, before any promised key destruction;
+  open transaction, before its COMMIT); `kill_after_commit:<tool>` right after the call's
+  transaction committed, before any promised key destruction;
   `kill_during_destruction:<tool>` after the first of the call's promised key destructions
   is carried out and before the rest and the clearing of the promises (admission, withdraw,
   forget). The fired line is logged (and flushed) before the process dies.
