@@ -236,3 +236,12 @@ def test_a_term_matches_exactly_when_no_word_character_touches_it(
     joined = f"{before}KUNDE{after}"
     touching = bool(before) or bool(after)
     assert (names(term, joined) == []) == touching
+
+
+def test_a_middle_dot_joins_a_word_so_a_term_after_it_is_not_whole() -> None:
+    # NFKC turns `Ŀ` into `l·`; the middle dot joins letters (Catalan `col·lega`), so
+    # `ĿKUNDE` holds no whole word `kunde` (hypothesis found it), nor does `col·kunde`.
+    term = {**CUSTOMER, "terms": ["Kunde"]}
+    assert names(term, "ĿKUNDE") == []
+    assert names(term, "col·kunde") == []
+    assert names(term, "die Kunde · der Vertrag") == ["customer"]

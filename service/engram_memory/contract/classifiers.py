@@ -82,8 +82,13 @@ class TextViews:
         return self._forms["folded"]
 
 
+# Middle dots join letters inside a word (Catalan `col·lega`; NFKC turns `Ŀ` into `l·`), as
+# Unicode's word boundaries (UAX #29, MidLetter) treat them: `l·kunde` is not the word `kunde`.
+_WORD_JOINERS = frozenset("_\u00b7\u0387\u2027")
+
+
 def _is_word_char(char: str) -> bool:
-    if char == "_":
+    if char in _WORD_JOINERS:
         return True
     if unicodedata.east_asian_width(char) in ("W", "F"):
         return False  # ideographs, kana, hangul syllables: no spaces between words
