@@ -46,8 +46,9 @@ from engram_memory.store.driver_errors import (
 )
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.index_changes import IndexCommits
-from engram_memory.store.logged_calls import CallLogWriting
+from engram_memory.store.logged_calls import CallLogWriting, ProjectionProbe
 from engram_memory.store.projection import Projection
+from engram_memory.store.projector import BackgroundProjector
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import apply_migrations, check_version
@@ -83,6 +84,8 @@ class Database(CallLogWriting):
         # Hands committed index changes to the search index (store/index_changes.py).
         self.index_commits = IndexCommits()
         self._projection: Projection | None = None
+        self._projector: BackgroundProjector | None = None
+        self._projection_probe: ProjectionProbe | None = None
 
     @property
     def damaged(self) -> bool:
@@ -179,6 +182,7 @@ class Database(CallLogWriting):
         must stay as it was, for the operator to inspect); a damaged file is never written.
         A failed checkpoint is logged and the close goes on (the WAL stays and is replayed).
         """
+        self.stop_projector()
         if checkpoint and not self._damaged:
             with suppress(StoreUnavailable):  # what stays queued, the next start redoes
                 self.project()
