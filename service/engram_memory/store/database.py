@@ -234,6 +234,8 @@ class Database(CallLogWriting):
                 not be advanced after it (the caller decides whether the outcome of a
                 mutation is unknown).
         """
+        if self._projector is not None:
+            self._projector.active()
         with self._lock:
             # The log's pending records go first, in this same transaction (one COMMIT for
             # both): the chains stay in order, and a rollback keeps them pending.
@@ -319,6 +321,8 @@ class Database(CallLogWriting):
         """
         if audit_complete:
             self.project()
+        elif self._projector is not None:
+            self._projector.active()
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()
