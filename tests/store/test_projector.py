@@ -159,3 +159,32 @@ def test_a_stream_of_appends_is_projected_at_half_the_bound_without_waiting_for_
         assert projected.wait(WAIT_S)
     finally:
         projector.stop()
+
+
+def test_an_append_goes_on_while_a_background_projection_holds_the_writer(tmp_path: Path) -> None:
+    database = Database.open(tmp_path / "data")
+    database.attach_call_log(_log(tmp_path / "data"))
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(point: str, tools: frozenset[str]) -> None:
+        if point == BEFORE_COMMIT and not inside.is_set():  # the first projection only
+            inside.set()
+            assert release.wait(WAIT_S)
+
+    database.start_projector(hold)
+    try:
+        database.append_logged([_record(1)], [])
+        assert inside.wait(WAIT_S)  # the projection of entry 1 holds the connection's lock
+        appended = threading.Thread(target=database.append_logged, args=([_record(2)], []))
+        appended.start()
+        appended.join(WAIT_S)
+        assert not appended.is_alive()  # the append did not wait for the projection
+        assert database.heads()[1].audit[0] == 2
+        release.set()
+        with database.transaction() as tx:  # writes entry 2 if the projector has not yet
+            audit.append_all(tx, [_record(3)])
+        with database.reading() as tx:
+            assert audit.verify(tx) == (3, 3)
+    finally:
+        release.set()
+        database.close()

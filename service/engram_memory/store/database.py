@@ -71,6 +71,11 @@ class Database(CallLogWriting):
         self.announce_damage = announce_damage
         self.path = path
         self._lock = threading.RLock()
+        # The audit chain's order: held by every writing transaction (`transaction`, inside
+        # `_lock`) and by every call-log append, never by a background projection, which
+        # writes rows already chained and so holds only `_lock` (the connection): an append
+        # never waits for a projection (store/logged_calls.py).
+        self._chain_lock = threading.RLock()
         self._readers = ReaderPool(lambda: self._connection)
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
@@ -187,7 +192,7 @@ class Database(CallLogWriting):
             with suppress(StoreUnavailable):  # what stays queued, the next start redoes
                 self.project()
                 self.settle_deferred()
-        with self._lock, self._readers.exclusive(), suppress(duckdb.Error):
+        with self._lock, self._chain_lock, self._readers.exclusive(), suppress(duckdb.Error):
             if not checkpoint or self._damaged:
                 self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
             else:
@@ -236,7 +241,7 @@ class Database(CallLogWriting):
         """
         if self._projector is not None:
             self._projector.active()
-        with self._lock:
+        with self._lock, self._chain_lock:
             # The log's pending records go first, in this same transaction (one COMMIT for
             # both): the chains stay in order, and a rollback keeps them pending.
             projection, position = self._projection, None

@@ -2,8 +2,10 @@
 call log (store/call_log.py) instead of a DuckDB transaction; the file follows in batches
 (store/projection.py, which says why a crash at any point loses and repeats nothing).
 
-Every append runs under the writer's lock, so the audit chain's order is the log's, and every
-writing transaction of `Database` projects what is pending before it begins. A background
+Every append runs under the chain lock, which every writing transaction of `Database` holds
+too, so the audit chain's order is the log's; every writing transaction projects what is
+pending before it begins. A projection writes rows already chained: the background one holds
+only the connection's lock, so appends go on while it runs. A background
 projector (store/projector.py), started once the store is served, projects while the writer
 is idle, so that a mutation rarely finds anything pending.
 """
@@ -46,6 +48,7 @@ class CallLogWriting:
     """Mixed into `Database`: the attributes below are the writer's own."""
 
     _lock: threading.RLock
+    _chain_lock: threading.RLock
     _projection: Projection | None
     _published: Publication
     _anchor: HeadsAnchor | None
@@ -73,7 +76,7 @@ class CallLogWriting:
                 file lost acknowledged entries, its WAL for one).
             StoreUnavailable: the log or the file could not be read or written.
         """
-        with self._lock:
+        with self._lock, self._chain_lock:
             with self._direct_transaction() as tx:
                 position = read_position(tx)
             head = log_.durable_head().sequence
@@ -135,7 +138,9 @@ class CallLogWriting:
         projection = self._projection
         if projection is None:
             raise StoreUnavailable("no call log attached")
-        with self._lock:  # the chain order is the log's: no transaction runs meanwhile
+        # The chain order is the log's: no writing transaction runs meanwhile (a background
+        # projection may: it only writes what is already chained).
+        with self._chain_lock:
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
             _, heads = self._published.current()
