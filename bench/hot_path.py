@@ -75,6 +75,8 @@ def _services(
     # Audit-only calls commit through the call log, as in `serve` (core/opening.py).
     database.attach_call_log(SegmentLog(data_dir / CALL_LOG_DIRECTORY, root_key.call_log_key()))
     open_anchor(database, data_dir, root_key.head_anchor_key())
+    # As `serve` does once the store is served: DuckDB follows the log in the background.
+    database.start_projector()
     return Services(
         database=database,
         keys=KeyStore(data_dir / KEYS_DIRECTORY),

@@ -88,6 +88,17 @@ def test_store_floor_tiny(tmp_path: Path) -> None:
     _written(tmp_path, "store_floor")
 
 
+def test_store_floor_pairs_report_tiny(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    for side in ("before", "after"):
+        _bench("store_floor", "--rounds", "2", "--out", str(tmp_path / side))
+        runs.mkdir(exist_ok=True)
+        shutil.copy(tmp_path / side / "store_floor.json", runs / f"{side}-1.json")
+    _bench("pairs_report", str(runs))
+    pairs = _written(runs, "pairs")
+    assert set(pairs["tools p50"]) >= {"capture", "forget"}  # type: ignore[arg-type]
+
+
 def test_policy_engines_tiny(tmp_path: Path) -> None:
     _bench("policy_engines", "5", "--out", str(tmp_path))
     _written(tmp_path, "policy_engines")

@@ -15,11 +15,14 @@ from engram_memory.core.failpoints import (
     ENV_VAR,
     KILL_AFTER_COMMIT,
     KILL_POINTS,
+    PAUSE_PROJECTION,
     UnsafeFailpoints,
     UnsafeFailpointWarning,
 )
+from engram_memory.store.logged_calls import BEFORE_BEGIN
 
 FORGET = "engram_memory_forget"
+GET = "engram_memory_get"
 
 
 @pytest.mark.parametrize("point", sorted(KILL_POINTS))
@@ -56,3 +59,13 @@ def test_kill_points_arm_with_a_warning_and_fire_once() -> None:
 def test_a_kill_point_for_a_read_tool_is_refused() -> None:
     with pytest.raises(ConfigurationError):
         UnsafeFailpoints.from_environment({ENV_VAR: f"{KILL_AFTER_COMMIT}:engram_memory_get"})
+
+
+def test_pause_projection_fires_once_for_its_tool_and_a_graceful_stop_releases_it() -> None:
+    with pytest.warns(UnsafeFailpointWarning):
+        failpoints = UnsafeFailpoints.from_environment({ENV_VAR: f"{PAUSE_PROJECTION}:{GET}"})
+    failpoints.projection_probe(BEFORE_BEGIN, frozenset({"engram_memory_search"}))
+    assert failpoints.armed  # a batch without a get's entry: not fired
+    failpoints.release_paused()  # a graceful stop began: the pause returns at once
+    failpoints.projection_probe(BEFORE_BEGIN, frozenset({GET, "engram_memory_search"}))
+    assert not failpoints.armed  # fired, once

@@ -4,9 +4,10 @@ entries; a torn tail is cut with one log line; any other damage to the log, its 
 older copy of it is refused at start with the store's own exit codes, and the refused start
 writes nothing.
 
-One server answers searches (their entries are in the call log only: nothing projects them
-before the kill), is killed by the failpoint after a get's entry is durable and before its
-answer; each test works on its own copy of that data directory.
+One server answers searches (their entries are in the call log only: its background projector
+is paused by a failpoint, as a busy writer would leave them, so nothing projects them before
+the kill), is killed by the failpoint after a get's entry is durable and before its answer;
+each test works on its own copy of that data directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.core.failpoints import KILL_AFTER_LOG_APPEND
+from engram_memory.core.failpoints import KILL_AFTER_LOG_APPEND, PAUSE_PROJECTION
 from engram_memory.store.call_log import DIRECTORY
 from tests.faults.integrity_support import (
     EXIT_BEHIND_ANCHOR,
@@ -69,7 +70,8 @@ async def _answer_then_kill(base: Path) -> Killed:
     data_dir = base / "data"
     env = server_env(data_dir, secrets.root_key, secrets.public_keys)
     killed = Killed(Acknowledged(data_dir, env, secrets.signer), secrets, base / "older-log")
-    async with server_life(data_dir, secrets, f"{KILL_AFTER_LOG_APPEND}:{GET}") as life:
+    failpoints = f"{KILL_AFTER_LOG_APPEND}:{GET},{PAUSE_PROJECTION}:{SEARCH}"
+    async with server_life(data_dir, secrets, failpoints) as life:
         capture = demo_capture_arguments("Refund approved.", f"c-{uuid.uuid4().hex}")
         assert (await life.call(CAPTURE, capture))["ok"] is True
         for n in range(SEARCHES):

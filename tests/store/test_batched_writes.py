@@ -43,8 +43,7 @@ def _writes(tx: Transaction) -> None:
     postings through an INSERT ... SELECT, and a multi-row key promise."""
     for n, scope in enumerate((SCOPE, SCOPE, OTHER)):
         memory.insert_candidate(tx, scope, _candidate(f"c{min(n, 1)}", n), NOW)
-    memory.set_candidate_state(tx, SCOPE, "c0", "accepted", NOW + 1)
-    key_intents.clear_candidate_body(tx, SCOPE, "c0")
+    key_intents.end_candidate(tx, SCOPE, "c0", "accepted", NOW + 1)
     key_intents.promise(tx, SCOPE, ["c0", "c9"], "accept", NOW)
     postings = memory.posting_batch([("t1", "body", 2), ("t2", "title", 1)])
     memory.index_document(tx, SCOPE, "rec-c0", {"body": 3}, None, [postings])

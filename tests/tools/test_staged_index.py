@@ -22,7 +22,7 @@ from engram_memory.core import indexing
 from engram_memory.core.opening import open_store
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.core.service_config import EMBEDDED, ServiceConfig
-from engram_memory.store import memory
+from engram_memory.store import key_intents, memory
 from engram_memory.store.side_writes import sweep_orphan_index
 from tests.harness import Caller
 from tests.rules.steps import SCOPE, search_ids
@@ -168,7 +168,7 @@ def test_a_refused_accept_removes_its_staged_rows(
 
     def withdraw() -> None:
         with services.database.transaction() as tx:
-            memory.set_candidate_state(tx, SCOPE, candidate_id, "withdrawn", 0)
+            key_intents.end_candidate(tx, SCOPE, candidate_id, "withdrawn", 0)
 
     def withdrawn_meanwhile(*args: Any) -> mutation.Committed:
         with ThreadPoolExecutor(1) as other:  # by another call, on its own thread

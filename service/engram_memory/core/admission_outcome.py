@@ -15,7 +15,7 @@ from engram_memory.core import indexing, item_keys
 from engram_memory.core.call_audit import CallAudit
 from engram_memory.core.records import build_record
 from engram_memory.core.runtime import CallContext
-from engram_memory.store import journal, memory
+from engram_memory.store import journal, key_intents, memory
 from engram_memory.store.transaction import Transaction
 
 
@@ -72,8 +72,8 @@ def conclude_admission(
         if sealed_record is None:
             raise ValueError("an accepted record must be sealed under its own key")
         promote(tx, ctx, audit, candidate, record, event.cursor, sealed_record, prepared_index)
-    memory.set_candidate_state(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
     # The promoted record is the only way left to open the content (issue 7, item 1).
+    key_intents.end_candidate(tx, ctx.scope_ref, candidate.candidate_id, to_state, ctx.now_ms)
     item_keys.end_content(tx, ctx, operation, candidate_id=candidate.candidate_id)
     return event
 

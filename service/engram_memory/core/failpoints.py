@@ -22,6 +22,13 @@
   forget). The fired line is logged (and flushed) before the process dies.
   `kill_after_log_append:<tool>` (any tool, reads included) once a call's audit entry is
   durable in the call log and anchored, before it is answered (core/audit_writer.py).
+  `kill_during_projection:<tool>` once a background projection (store/projector.py) holding
+  an audit entry of `<tool>` wrote its rows, before its COMMIT;
+  `kill_after_projection:<tool>` once such a projection committed, before the call log
+  released anything (any tool, reads included: the entries of reads are what is projected).
+  `pause_projection:<tool>` stops the background projector before it projects a batch
+  holding an entry of `<tool>` (until a graceful stop, or `PAUSE_LIMIT_S`): what is
+  acknowledged then stays in the call log only, as a busy writer would leave it.
 
 - `ENGRAM_UNSAFE_PAUSE_OPENING=<file>`: the service's opening stops just before the store is
   opened and waits (at most `PAUSE_LIMIT_S`) until `<file>` exists, announcing the pause. It
@@ -53,6 +60,7 @@ from pathlib import Path
 
 from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.types import MUTATING_TOOLS, READ_TOOLS
+from engram_memory.store.logged_calls import AFTER_COMMIT, BEFORE_BEGIN, BEFORE_COMMIT
 
 ENV_VAR = "ENGRAM_UNSAFE_FAILPOINTS"
 PAUSE_OPENING_ENV_VAR = "ENGRAM_UNSAFE_PAUSE_OPENING"
@@ -63,6 +71,9 @@ KILL_AFTER_STAGING = "kill_after_staging"
 KILL_AFTER_COMMIT = "kill_after_commit"
 KILL_DURING_DESTRUCTION = "kill_during_destruction"
 KILL_AFTER_LOG_APPEND = "kill_after_log_append"
+KILL_DURING_PROJECTION = "kill_during_projection"
+KILL_AFTER_PROJECTION = "kill_after_projection"
+PAUSE_PROJECTION = "pause_projection"
 KILL_POINTS = frozenset(
     {
         KILL_AFTER_KEY_WRITE,
@@ -70,11 +81,17 @@ KILL_POINTS = frozenset(
         KILL_AFTER_COMMIT,
         KILL_DURING_DESTRUCTION,
         KILL_AFTER_LOG_APPEND,
+        KILL_DURING_PROJECTION,
+        KILL_AFTER_PROJECTION,
     }
 )
 # Armed for any tool: reads commit through the call log too.
-_ANY_TOOL = frozenset({KILL_AFTER_LOG_APPEND})
-FAILPOINTS = frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT}) | KILL_POINTS
+_ANY_TOOL = frozenset(
+    {KILL_AFTER_LOG_APPEND, KILL_DURING_PROJECTION, KILL_AFTER_PROJECTION, PAUSE_PROJECTION}
+)
+FAILPOINTS = (
+    frozenset({DROP_RESPONSE_AFTER_COMMIT, PAUSE_BEFORE_COMMIT, PAUSE_PROJECTION}) | KILL_POINTS
+)
 PAUSE_LIMIT_S = 30.0
 
 log = logging.getLogger("engram_memory.core.failpoints")
@@ -188,6 +205,36 @@ class UnsafeFailpoints:
         """If armed for `tool`, SIGKILL this process (the call's audit entry is durable in
         the call log, the call not answered)."""
         self._kill_if_armed(KILL_AFTER_LOG_APPEND, tool)
+
+    def kill_during_projection(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (a background projection holding an
+        entry of `tool` wrote its rows, its COMMIT not yet run)."""
+        self._kill_if_armed(KILL_DURING_PROJECTION, tool)
+
+    def kill_after_projection(self, tool: str) -> None:
+        """If armed for `tool`, SIGKILL this process (a background projection holding an
+        entry of `tool` committed; the call log released nothing yet)."""
+        self._kill_if_armed(KILL_AFTER_PROJECTION, tool)
+
+    def pause_projection(self, tool: str) -> None:
+        """If armed for `tool`, hold the background projector here until a graceful stop
+        (or `PAUSE_LIMIT_S`)."""
+        if self._fire(PAUSE_PROJECTION, tool):
+            log.warning("UNSAFE failpoint %s:%s paused the projector", PAUSE_PROJECTION, tool)
+            self._released.wait(PAUSE_LIMIT_S)
+
+    def projection_probe(self, point: str, tools: frozenset[str]) -> None:
+        """The background projector's probe (store/logged_calls.py): the failpoint of
+        `point`, for each tool whose entries the batch holds."""
+        if not self.armed:
+            return
+        act = {
+            BEFORE_BEGIN: self.pause_projection,
+            BEFORE_COMMIT: self.kill_during_projection,
+            AFTER_COMMIT: self.kill_after_projection,
+        }[point]
+        for tool in sorted(tools):
+            act(tool)
 
     def _kill_if_armed(self, name: str, tool: str) -> None:
         if not self._fire(name, tool):

@@ -20,7 +20,7 @@ import logging
 
 from engram_memory.core.runtime import CallContext
 from engram_memory.crypto.keys import RootKey
-from engram_memory.store import forgotten
+from engram_memory.store import forgotten, key_intents
 from engram_memory.store.database import Database
 from engram_memory.store.forgotten import ContentDigests
 from engram_memory.store.transaction import Transaction
@@ -59,15 +59,15 @@ def forget_record(
     source_candidate: str | None,
     digests: ContentDigests,
 ) -> None:
-    """In the forget's transaction: the record and the candidate it came from keep only keyed
-    forms of `digests` (the record's; the candidate holds the same ones), and no decision
-    input kept for replay names them.
+    """In the forget's transaction: tombstone the record (its body dropped) keeping only keyed
+    forms of `digests`, in one statement; the candidate it came from keeps the same keyed
+    forms (it holds the same digests), and no decision input kept for replay names them.
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
     keyed = _keyed(ctx.services.root_key.forgotten_digest_key(ctx.scope_ref), digests)
-    forgotten.replace_record_digests(tx, ctx.scope_ref, record_id, keyed)
+    forgotten.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms, keyed)
     if source_candidate is not None:
         forgotten.replace_candidate_digests(tx, ctx.scope_ref, source_candidate, keyed)
     forgotten.drop_kept_inputs(tx, ctx.scope_ref, digests)
@@ -76,14 +76,15 @@ def forget_record(
 def forget_candidate(
     tx: Transaction, ctx: CallContext, candidate_id: str, digests: ContentDigests
 ) -> None:
-    """In the withdraw's transaction: the candidate keeps only keyed forms of `digests`, and
-    no decision input kept for replay names them.
+    """In the withdraw's transaction: the candidate is withdrawn, its body dropped, and keeps
+    only keyed forms of `digests`, in one statement; no decision input kept for replay names
+    them.
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
     """
     keyed = _keyed(ctx.services.root_key.forgotten_digest_key(ctx.scope_ref), digests)
-    forgotten.replace_candidate_digests(tx, ctx.scope_ref, candidate_id, keyed)
+    key_intents.end_candidate(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms, keyed)
     forgotten.drop_kept_inputs(tx, ctx.scope_ref, digests)
 
 

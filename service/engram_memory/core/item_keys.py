@@ -4,8 +4,9 @@
   the writer's critical section holds no key fsync. If that transaction fails, the key is an
   orphan and is shredded at once (with the shard's interrupted temporaries); if the outcome of
   COMMIT is unknown it stays, and the start-up sweep decides by the store's rows.
-- `end_content` runs inside the transaction that ends an item's content: it clears an ended
-  candidate's body and durably promises the destruction of every key that could open it.
+- `end_content` runs inside the transaction that ends an item's content (whose caller ended the
+  candidate's row, state and body in one statement: `key_intents.end_candidate`): it durably
+  promises the destruction of every key that could open it.
 - `after_commit` carries the promises out once the transaction committed; a replay calls
   `carry_out` again, and the next start completes whatever a crash interrupted
   (core/key_recovery.py). Each reports True only once none of those keys remains.
@@ -104,10 +105,11 @@ def end_content(
     candidate_id: str | None = None,
     record_id: str | None = None,
 ) -> list[str]:
-    """In the transaction that ends an item's content: clear an ended candidate's body and
-    promise the destruction of every key that could open the content (for a record, also
-    the key of the candidate it was promoted from). Returns the item ids to pass to
-    `after_commit`, the candidate's first.
+    """In the transaction that ends an item's content: promise the destruction of every key
+    that could open the content (for a record, also the key of the candidate it was promoted
+    from). An ended candidate's body is dropped by the caller with its new state
+    (`key_intents.end_candidate`). Returns the item ids to pass to `after_commit`, the
+    candidate's first: for a record, [its source candidate, the record] or [the record].
 
     Raises:
         StoreUnavailable: a statement failed (the caller's transaction rolls back).
@@ -115,7 +117,6 @@ def end_content(
     items: list[str] = []
     already_promised: set[str] = set()
     if candidate_id is not None:
-        key_intents.clear_candidate_body(tx, ctx.scope_ref, candidate_id)
         items.append(candidate_id)
     if record_id is not None:
         source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)

@@ -182,6 +182,8 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                 checkpoint_key=checkpoint_key,
                 startup_audit=startup_audit,
             )
+            # Served from here: DuckDB follows the call log while the writer is idle.
+            database.start_projector(services.settings.failpoints.projection_probe)
             checkpoints = None
             if checkpoint_key is not None:
                 checkpoints = CheckpointWriter(

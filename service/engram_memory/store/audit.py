@@ -185,11 +185,15 @@ class AuditBatch:
         Raises:
             StoreUnavailable: a statement failed.
         """
-        if len(self.rows) == 1:
+        approvals = self.approvals
+        if len(self.rows) == 1 and len(approvals) == 1:  # a confirmed call's own entry
+            tx.execute(_Q["insert_one_approved"], [*self.rows[0], *approvals[0][1:]])
+            approvals = []
+        elif len(self.rows) == 1:
             tx.execute(_Q["insert_one"], self.rows[0])
         elif self.rows:  # column-wise lists, unnested row-wise by the statement
             tx.execute(_Q["insert"], [list(column) for column in zip(*self.rows, strict=True)])
-        for approval in self.approvals:
+        for approval in approvals:
             tx.execute(_Q["set_approval"], [*approval[1:], approval[0]])
         if self.receipts[0]:
             tx.execute(_Q["insert_receipts"], self.receipts)

@@ -12,9 +12,9 @@ What must still see the database as the statements left it does:
 - A read (any fetch) first flushes what waits, then runs: reads see every write before them.
 - A statement it does not know how to defer (a DELETE, an UPDATE other than those below, an
   INSERT that reads a table) first flushes, then runs: the order of effects is kept.
-- The two UPDATEs that end an imported candidate (`set_candidate_state`, its body cleared
-  by `clear_candidate_body`) target a candidate whose INSERT still waits; they change that
-  waiting row instead (one row written in its final form). For any other candidate they
+- The UPDATE that ends an imported candidate (`key_intents.end_candidate`: its state, its
+  body cleared) targets a candidate whose INSERT still waits; it changes that waiting row
+  instead (one row written in its final form). For any other candidate they
   flush and run as written.
 - `get_candidate` of a candidate whose INSERT waits is answered from its waiting row(s)
   without a statement (`_candidate_lookup`). That is the whole answer unless another scope
@@ -220,19 +220,12 @@ class BatchedWrites(Transaction):
 
     def _changed_waiting_candidate(self, sql: str, params: Sequence[Any]) -> bool:
         """Apply an UPDATE of a waiting candidate to its row; False when it is not one."""
-        if sql == _MEMORY["set_candidate_state"]:
+        if sql == _KEY_INTENTS["end_candidate"]:
             state, at, scope_ref, candidate_id = params
             row = self._batched_candidates.get((str(scope_ref), str(candidate_id)))
             if row is None:
                 return False
-            row["state"], row["updated_at_ms"] = state, at
-            return True
-        if sql == _KEY_INTENTS["clear_candidate_body"]:
-            scope_ref, candidate_id = params
-            row = self._batched_candidates.get((str(scope_ref), str(candidate_id)))
-            if row is None:
-                return False
-            row["sealed_body"] = None
+            row["state"], row["updated_at_ms"], row["sealed_body"] = state, at, None
             return True
         return False
 

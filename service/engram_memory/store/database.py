@@ -46,8 +46,9 @@ from engram_memory.store.driver_errors import (
 )
 from engram_memory.store.heads import EMPTY_HEAD, ChainHeads, HeadsAnchor
 from engram_memory.store.index_changes import IndexCommits
-from engram_memory.store.logged_calls import CallLogWriting
+from engram_memory.store.logged_calls import CallLogWriting, ProjectionProbe
 from engram_memory.store.projection import Projection
+from engram_memory.store.projector import BackgroundProjector
 from engram_memory.store.published import Publication
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import apply_migrations, check_version
@@ -70,6 +71,11 @@ class Database(CallLogWriting):
         self.announce_damage = announce_damage
         self.path = path
         self._lock = threading.RLock()
+        # The audit chain's order: held by every writing transaction (`transaction`, inside
+        # `_lock`) and by every call-log append, never by a background projection, which
+        # writes rows already chained and so holds only `_lock` (the connection): an append
+        # never waits for a projection (store/logged_calls.py).
+        self._chain_lock = threading.RLock()
         self._readers = ReaderPool(lambda: self._connection)
         # Per worker thread: how many writing transactions this thread committed. A call runs
         # on one thread, so comparing before/after tells whether anything of it is durable.
@@ -83,6 +89,8 @@ class Database(CallLogWriting):
         # Hands committed index changes to the search index (store/index_changes.py).
         self.index_commits = IndexCommits()
         self._projection: Projection | None = None
+        self._projector: BackgroundProjector | None = None
+        self._projection_probe: ProjectionProbe | None = None
 
     @property
     def damaged(self) -> bool:
@@ -179,11 +187,12 @@ class Database(CallLogWriting):
         must stay as it was, for the operator to inspect); a damaged file is never written.
         A failed checkpoint is logged and the close goes on (the WAL stays and is replayed).
         """
+        self.stop_projector()
         if checkpoint and not self._damaged:
             with suppress(StoreUnavailable):  # what stays queued, the next start redoes
                 self.project()
                 self.settle_deferred()
-        with self._lock, self._readers.exclusive(), suppress(duckdb.Error):
+        with self._lock, self._chain_lock, self._readers.exclusive(), suppress(duckdb.Error):
             if not checkpoint or self._damaged:
                 self._connection.execute("PRAGMA disable_checkpoint_on_shutdown")
             else:
@@ -230,7 +239,9 @@ class Database(CallLogWriting):
                 not be advanced after it (the caller decides whether the outcome of a
                 mutation is unknown).
         """
-        with self._lock:
+        if self._projector is not None:
+            self._projector.active()
+        with self._lock, self._chain_lock:
             # The log's pending records go first, in this same transaction (one COMMIT for
             # both): the chains stay in order, and a rollback keeps them pending.
             projection, position = self._projection, None
@@ -315,6 +326,8 @@ class Database(CallLogWriting):
         """
         if audit_complete:
             self.project()
+        elif self._projector is not None:
+            self._projector.active()
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engram_memory.store.connection import load_queries
+from engram_memory.store.index_changes import RecordStateSet
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "forgotten.sql")
@@ -42,6 +43,21 @@ def replace_record_digests(
     tx.execute(
         _Q["key_record"], [digests.payload, digests.guard, digests.record, scope_ref, record_id]
     )
+
+
+def tombstone_record(
+    tx: Transaction, scope_ref: str, record_id: str, now_ms: int, keyed: ContentDigests
+) -> None:
+    """Tombstone a record, drop its body and keep only `keyed` digests, in one statement.
+
+    Raises:
+        StoreUnavailable: the statement failed (the caller's transaction rolls back).
+    """
+    tx.execute(
+        _Q["tombstone_record_keyed"],
+        [now_ms, keyed.payload, keyed.guard, keyed.record, scope_ref, record_id],
+    )
+    tx.note_index_change(RecordStateSet(scope_ref, record_id, "tombstoned"))
 
 
 def replace_candidate_digests(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from engram_memory.store.connection import load_queries
+from engram_memory.store.forgotten import ContentDigests
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "key_intents.sql")
@@ -63,9 +64,34 @@ def clear(tx: Transaction, done: Iterable[tuple[str, str]]) -> None:
         tx.execute(_Q["clear"], [scope, items])
 
 
-def clear_candidate_body(tx: Transaction, scope_ref: str, candidate_id: str) -> None:
-    """Drop an ended candidate's sealed body, so only the record (if any) holds the content."""
-    tx.execute(_Q["clear_candidate_body"], [scope_ref, candidate_id])
+def end_candidate(
+    tx: Transaction,
+    scope_ref: str,
+    candidate_id: str,
+    state: str,
+    now_ms: int,
+    keyed: ContentDigests | None = None,
+) -> None:
+    """End a candidate's content in one statement: its new `state`, its sealed body dropped
+    (so only the record, if any, holds the content) and, with `keyed`, only keyed forms of
+    its digests kept (a withdrawn candidate, core/forgotten.py).
+
+    The only statement that changes a candidate's state: it notes the candidate's key
+    (`candidate_key`), so a write transaction may trust a snapshot's read of the state unless
+    a commit since wrote it (store/published.py)."""
+    if keyed is None:
+        tx.execute(_Q["end_candidate"], [state, now_ms, scope_ref, candidate_id])
+    else:
+        tx.execute(
+            _Q["end_candidate_keyed"],
+            [state, now_ms, keyed.payload, keyed.guard, keyed.record, scope_ref, candidate_id],
+        )
+    tx.wrote_key(candidate_key(scope_ref, candidate_id))
+
+
+def candidate_key(scope_ref: str, candidate_id: str) -> str:
+    """The key `end_candidate` notes when it changes the candidate's state."""
+    return f"candidate\0{scope_ref}\0{candidate_id}"
 
 
 def source_of_record(tx: Transaction, scope_ref: str, record_id: str) -> tuple[str, bool] | None:

@@ -2,14 +2,19 @@
 call log (store/call_log.py) instead of a DuckDB transaction; the file follows in batches
 (store/projection.py, which says why a crash at any point loses and repeats nothing).
 
-Every append runs under the writer's lock, so the audit chain's order is the log's, and every
-writing transaction of `Database` projects what is pending before it begins.
+Every append runs under the chain lock, which every writing transaction of `Database` holds
+too, so the audit chain's order is the log's; every writing transaction projects what is
+pending before it begins. A projection writes rows already chained: the background one holds
+only the connection's lock, so appends go on while it runs. A background
+projector (store/projector.py), started once the store is served, projects while the writer
+is idle, so that a mutation rarely finds anything pending.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -23,20 +28,33 @@ from engram_memory.store import audit
 from engram_memory.store.call_log import CallLog
 from engram_memory.store.heads import ChainHeads, Head, HeadsAnchor
 from engram_memory.store.projection import LoggedCall, Projection, read_position
+from engram_memory.store.projector import BackgroundProjector
 from engram_memory.store.published import Publication
 from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.store")
+
+# Where a background projection may be probed (the fault suite's failpoints): before it takes
+# the writer's lock; its rows are written and its COMMIT not yet run; its COMMIT ran and the
+# log released nothing yet.
+BEFORE_BEGIN = "before_begin"
+BEFORE_COMMIT = "before_commit"
+AFTER_COMMIT = "after_commit"
+# Called with one of the points above and the tools whose audit entries the batch holds.
+ProjectionProbe = Callable[[str, frozenset[str]], None]
 
 
 class CallLogWriting:
     """Mixed into `Database`: the attributes below are the writer's own."""
 
     _lock: threading.RLock
+    _chain_lock: threading.RLock
     _projection: Projection | None
     _published: Publication
     _anchor: HeadsAnchor | None
     _damaged: bool
+    _projector: BackgroundProjector | None
+    _projection_probe: ProjectionProbe | None
 
     def _direct_transaction(self) -> AbstractContextManager[Transaction]:
         """A transaction that does not project first (`Database` defines it)."""
@@ -58,7 +76,7 @@ class CallLogWriting:
                 file lost acknowledged entries, its WAL for one).
             StoreUnavailable: the log or the file could not be read or written.
         """
-        with self._lock:
+        with self._lock, self._chain_lock:
             with self._direct_transaction() as tx:
                 position = read_position(tx)
             head = log_.durable_head().sequence
@@ -120,7 +138,9 @@ class CallLogWriting:
         projection = self._projection
         if projection is None:
             raise StoreUnavailable("no call log attached")
-        with self._lock:  # the chain order is the log's: no transaction runs meanwhile
+        # The chain order is the log's: no writing transaction runs meanwhile (a background
+        # projection may: it only writes what is already chained).
+        with self._chain_lock:
             if self._damaged:
                 raise StoreCorrupt("store stopped: file damaged")
             _, heads = self._published.current()
@@ -130,11 +150,39 @@ class CallLogWriting:
             generation = self._published.publish(batch.head if batch.rows else None, {}, ())
         if generation and self._anchor is not None:
             self._anchor.cover(generation)
-        if projection.full():
+        if projection.full():  # the projector fell behind: memory stays bounded
             try:
                 self.project()
             except StoreUnavailable:  # acknowledged already; the next transaction retries
                 log.warning("store: projecting the call log failed; it is retried")
+        elif self._projector is not None:
+            self._projector.appended()
+
+    def start_projector(self, probe: ProjectionProbe | None = None) -> None:
+        """Project the call log in the background from now on (store/projector.py), calling
+        `probe` at each point of a background projection. Once only; `close` stops it."""
+        projection = self._projection
+        if projection is None or self._projector is not None:
+            return
+        self._projection_probe = probe
+        self._projector = BackgroundProjector(self._project_in_background, projection.half_full)
+        self._projector.start()
+        if projection.pending():
+            self._projector.appended()
+
+    def stop_projector(self) -> None:
+        """Wait for a background projection under way; what is pending stays pending."""
+        if self._projector is not None:
+            self._projector.stop()
+
+    def _project_in_background(self) -> None:
+        projection, probe = self._projection, self._projection_probe
+        if projection is None or not projection.pending():
+            return
+        if probe is not None:
+            probe(BEFORE_BEGIN, projection.pending_tools())
+        with self._lock:
+            self._project_locked(probe)
 
     def project(self) -> None:
         """Write the call log's pending records into this file now.
@@ -147,11 +195,12 @@ class CallLogWriting:
             with self._lock:
                 self._project_locked()
 
-    def _project_locked(self) -> None:
+    def _project_locked(self, probe: ProjectionProbe | None = None) -> None:
         projection = self._projection
         if projection is None or not projection.pending():
             return
         position: int | None = None
+        tools = projection.pending_tools() if probe is not None else frozenset()
         try:
             with self._direct_transaction() as tx:
                 position = projection.write_pending(tx)
@@ -159,10 +208,14 @@ class CallLogWriting:
                 # (`Database.commits_on_this_thread` tells whether anything of a call is
                 # durable).
                 tx.wrote = False
+                if probe is not None and position is not None:
+                    probe(BEFORE_COMMIT, tools)
         except CommitOutcomeUnknown:
             projection.outcome_unknown()
             raise
         if position is not None:
+            if probe is not None:
+                probe(AFTER_COMMIT, tools)
             projection.committed(position)
 
 

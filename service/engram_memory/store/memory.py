@@ -126,12 +126,6 @@ def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> Candida
     )
 
 
-def set_candidate_state(
-    tx: Transaction, scope_ref: str, candidate_id: str, state: str, now_ms: int
-) -> None:
-    tx.execute(_Q["set_candidate_state"], [state, now_ms, scope_ref, candidate_id])
-
-
 # -- records ----------------------------------------------------------------------------
 
 
@@ -230,11 +224,6 @@ def successor_of(tx: Transaction, scope_ref: str, record_id: str) -> str | None:
 def expired_record_ids(tx: Transaction, scope_ref: str, now_ms: int) -> list[str]:
     """Live records whose `expires_at` has passed (reads already hide them; SPEC §8)."""
     return [str(row[0]) for row in tx.fetchall(_Q["expired_records"], [scope_ref, now_ms])]
-
-
-def tombstone_record(tx: Transaction, scope_ref: str, record_id: str, now_ms: int) -> None:
-    tx.execute(_Q["tombstone_record"], [now_ms, scope_ref, record_id])
-    tx.note_index_change(RecordStateSet(scope_ref, record_id, "tombstoned"))
 
 
 def matches_tombstoned_content(

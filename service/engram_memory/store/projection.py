@@ -164,6 +164,15 @@ class Projection:
     def full(self) -> bool:
         return self.pending() >= self._bound
 
+    def half_full(self) -> bool:
+        """The background projector does not wait for a pause beyond this."""
+        return self.pending() * 2 >= self._bound
+
+    def pending_tools(self) -> frozenset[str]:
+        """The tools whose audit entries are pending (the fault suite's probes)."""
+        with self._lock:
+            return frozenset(str(row[7]) for _, c in self._pending for row in c.batch.rows)
+
     def write_pending(self, tx: Transaction) -> int | None:
         """Write every pending record into `tx` and move the position with them; return the
         new position (None: nothing to write). Called with the writer's lock held.

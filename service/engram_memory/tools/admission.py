@@ -18,7 +18,7 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.mutation import Index, Written, commit, commit_new_item
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
-from engram_memory.store import memory
+from engram_memory.store import key_intents, memory
 from engram_memory.store.transaction import Transaction
 
 # The audit detail of an admission the policy (or the forget guard) held for adjudication.
@@ -65,6 +65,8 @@ class AdmissionSubject:
     envelope: dict[str, Any]
     record: dict[str, JsonValue]
     guard_hit: bool
+    # The generation of the snapshot that read the candidate (store/published.py).
+    read_at: int
 
 
 def read_subject(tx: Transaction, ctx: CallContext, candidate_id: str) -> AdmissionSubject:
@@ -102,7 +104,7 @@ def subject_of(
     if record["record_digest"] != candidate.record_digest:
         raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
     if not tombstones:
-        return AdmissionSubject(candidate, envelope, record, guard_hit=False)
+        return AdmissionSubject(candidate, envelope, record, False, tx.generation)
     existing = memory.get_record(tx, ctx.scope_ref, candidate.record_id)
     if existing is not None and existing.state == "tombstoned":
         raise ToolError(ErrorCode.ALREADY_TERMINAL, "record already tombstoned")
@@ -111,7 +113,7 @@ def subject_of(
         ctx, candidate.payload_digest, candidate.guard_digest
     )
     guard_hit = memory.matches_tombstoned_content(tx, ctx.scope_ref, payload_keyed, guard_keyed)
-    return AdmissionSubject(candidate, envelope, record, guard_hit)
+    return AdmissionSubject(candidate, envelope, record, guard_hit, tx.generation)
 
 
 @dataclass(frozen=True)
@@ -212,9 +214,12 @@ def write(
             ALREADY_TERMINAL / ILLEGAL_TRANSITION from the lifecycle table.
     """
     candidate = planned.subject.candidate
-    current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
-    if current is None or current.state != "pending":
-        raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
+    # Read again only if a commit since the snapshot changed its state (`end_candidate`).
+    changed = key_intents.candidate_key(ctx.scope_ref, candidate.candidate_id)
+    if tx.written_since(changed, planned.subject.read_at):
+        current = memory.get_candidate(tx, ctx.scope_ref, candidate.candidate_id)
+        if current is None or current.state != "pending":
+            raise ToolError(ErrorCode.NOT_FOUND, "candidate changed concurrently")
     if planned.outcome == "adjudication_required":
         # The only trace of a hold: nothing is journaled until someone resolves it, and the
         # auditor's `admissions_held` query finds holds by this note (docs/auditors/guide.md).

@@ -19,7 +19,7 @@ from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.mutation import Written, commit
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import AuthzResult
-from engram_memory.store import journal, key_intents, memory
+from engram_memory.store import journal, memory
 from engram_memory.store.forgotten import ContentDigests
 from engram_memory.store.transaction import Transaction
 
@@ -109,12 +109,12 @@ def _commit_withdraw(
             **audit.approval_fields(),
         },
     )
-    memory.set_candidate_state(tx, ctx.scope_ref, candidate_id, "withdrawn", ctx.now_ms)
-    ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
     digests = ContentDigests(
         candidate.payload_digest, candidate.guard_digest, candidate.record_digest
     )
+    # State, body and keyed digests in one statement; then the key's promised destruction.
     forgotten.forget_candidate(tx, ctx, candidate_id, digests)
+    ended = item_keys.end_content(tx, ctx, "withdraw", candidate_id=candidate_id)
     output: dict[str, JsonValue] = {
         "receipt": _receipt(
             ctx, audit, authz, event, mutation, ("withdraw", "pending", "withdrawn")
@@ -210,12 +210,12 @@ def _commit_forget(
             **audit.approval_fields(),
         },
     )
-    memory.tombstone_record(tx, ctx.scope_ref, record_id, ctx.now_ms)
     indexing.purge_record(tx, ctx, record_id)
     ended = item_keys.end_content(tx, ctx, "tombstone", record_id=record_id)
-    source = key_intents.source_of_record(tx, ctx.scope_ref, record_id)
+    source = ended[0] if len(ended) > 1 else None  # [its source candidate, the record]
     digests = ContentDigests(record.payload_digest, record.guard_digest, record.record_digest)
-    forgotten.forget_record(tx, ctx, record_id, None if source is None else source[0], digests)
+    # Tombstone, body and keyed digests in one statement (and the source candidate's digests).
+    forgotten.forget_record(tx, ctx, record_id, source, digests)
     output: dict[str, JsonValue] = {
         "receipt": _receipt(
             ctx, audit, authz, event, mutation, ("tombstone", record.state, "tombstoned")

@@ -12,6 +12,17 @@ INSERT INTO audit_entries
      last_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: insert_one_approved
+-- One entry that spent a confirmation (migration 0007's columns in the same row): one
+-- statement instead of an insert and an update.
+INSERT INTO audit_entries
+    (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,
+     target_ids_json, receipt_digests_json, bundle_digest, bundle_revision, idempotency_key_digest,
+     detail, previous_hash, entry_hash, transport, peer, reason, token_digest, occurrences, first_at,
+     last_at, approver, confirmation_jti, confirmation_issued_at, confirmation_resolved_at,
+     confirmation_op_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
 -- name: insert
 INSERT INTO audit_entries
     (sequence, recorded_at, audit_id, scope_ref, principal_ref, agent_ref, session_ref, tool, outcome,

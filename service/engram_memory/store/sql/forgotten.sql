@@ -3,6 +3,13 @@
 UPDATE records SET payload_digest = ?, guard_digest = ?, record_digest = ?
 WHERE scope_ref = ? AND record_id = ?;
 
+-- name: tombstone_record_keyed
+-- The forget's one statement on the record: tombstoned, its body dropped, only keyed forms of
+-- its content digests kept.
+UPDATE records SET state = 'tombstoned', sealed_body = NULL, updated_at_ms = ?,
+    payload_digest = ?, guard_digest = ?, record_digest = ?
+WHERE scope_ref = ? AND record_id = ?;
+
 -- name: key_candidate
 UPDATE candidates SET payload_digest = ?, guard_digest = ?, record_digest = ?
 WHERE scope_ref = ? AND candidate_id = ?;

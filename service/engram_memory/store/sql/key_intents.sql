@@ -19,8 +19,17 @@ SELECT item_id FROM key_destructions WHERE scope_ref = ? AND list_contains(?, it
 -- The items of one scope whose key files are gone.
 DELETE FROM key_destructions WHERE scope_ref = ? AND list_contains(?, item_id);
 
--- name: clear_candidate_body
-UPDATE candidates SET sealed_body = NULL WHERE scope_ref = ? AND candidate_id = ?;
+-- name: end_candidate
+-- A candidate's content ends (admitted, rejected, withdrawn): its new state and its sealed
+-- body dropped, in one statement.
+UPDATE candidates SET state = ?, updated_at_ms = ?, sealed_body = NULL
+WHERE scope_ref = ? AND candidate_id = ?;
+
+-- name: end_candidate_keyed
+-- A withdrawn candidate: as above, and only keyed forms of its digests kept (core/forgotten.py).
+UPDATE candidates SET state = ?, updated_at_ms = ?, sealed_body = NULL,
+    payload_digest = ?, guard_digest = ?, record_digest = ?
+WHERE scope_ref = ? AND candidate_id = ?;
 
 -- name: source_of_record
 -- The record's source candidate, and whether its key's destruction is still promised.

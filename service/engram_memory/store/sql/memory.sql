@@ -11,9 +11,6 @@ SELECT candidate_id, state, principal_ref, payload_digest, guard_digest, record_
        capture_cursor, sealed_body, scope_ref
 FROM candidates WHERE candidate_id = ?;
 
--- name: set_candidate_state
-UPDATE candidates SET state = ?, updated_at_ms = ? WHERE scope_ref = ? AND candidate_id = ?;
-
 -- name: insert_record
 INSERT INTO records
     (scope_ref, record_id, candidate_id, state, record_digest, payload_digest, guard_digest,
@@ -47,10 +44,6 @@ SELECT record_id FROM records
 WHERE scope_ref = ? AND state IN ('accepted_current', 'accepted_disputed', 'historical')
   AND expires_at_ms IS NOT NULL AND expires_at_ms <= ?
 ORDER BY record_id;
-
--- name: tombstone_record
-UPDATE records SET state = 'tombstoned', sealed_body = NULL, updated_at_ms = ?
-WHERE scope_ref = ? AND record_id = ?;
 
 -- name: tombstoned_digest_match
 SELECT count(*) FROM records
