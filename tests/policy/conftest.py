@@ -10,7 +10,7 @@ import pytest
 
 from engram_memory.policy.authoring.build import build_bundle
 from engram_memory.policy.bundle import DEFAULT_BUNDLE_DIR, DOMAINS, load_bundle_identity
-from engram_memory.policy.decider import PolicyDecider, Subject
+from engram_memory.policy.decider import AdmissionCandidate, PolicyDecider, Subject
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.opa_binary import find_opa_binary
@@ -138,3 +138,18 @@ def subject(
         purpose_ref=purpose_ref,
         host_id="host:test",
     )
+
+
+# One candidate every admission test asks about (its record digest is RECORD).
+RECORD = "sha256:" + "b" * 64
+CANDIDATE = AdmissionCandidate(
+    candidate_id="candidate_" + "0" * 64,
+    payload_digest="sha256:" + "a" * 64,
+    record_digest=RECORD,
+    evidence_ref="evidence:ticket/1",
+    evidence_digest="sha256:" + "c" * 64,
+    component_kinds=("decision",),
+    citation_count=1,
+    source_refs=("source:case",),
+    has_attestation=False,
+)

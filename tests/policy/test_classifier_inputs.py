@@ -9,27 +9,14 @@ from dataclasses import replace
 import pytest
 
 from engram_memory.policy.decider import (
-    AdmissionCandidate,
     ClassifierFacts,
     PolicyDecider,
     Subject,
 )
 from engram_memory.policy.opa_server import OpaServerEngine
-from tests.policy.conftest import NOW_MS, fixed_clock, subject
+from tests.policy.conftest import CANDIDATE, NOW_MS, fixed_clock, subject
 
 ACCOUNTS = subject(workspace="accounts")
-RECORD = "sha256:" + "b" * 64
-CANDIDATE = AdmissionCandidate(
-    candidate_id="candidate_" + "0" * 64,
-    payload_digest="sha256:" + "a" * 64,
-    record_digest=RECORD,
-    evidence_ref="evidence:ticket/1",
-    evidence_digest="sha256:" + "c" * 64,
-    component_kinds=("decision",),
-    citation_count=1,
-    source_refs=("source:case",),
-    has_attestation=False,
-)
 ADVISOR = replace(ACCOUNTS, principal="user:zoe", groups=("group:support-advisors",))
 OFFICER = replace(ADVISOR, groups=("group:records-officers",))
 # (subject, names the record matched) -> the redaction rule the shipped bundle applies.

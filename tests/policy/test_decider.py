@@ -14,16 +14,14 @@ from engram_memory.contract.receipts import receipt_digest_of
 from engram_memory.policy.decider import (
     ADMISSION_PATH,
     AUTHZ_PATH,
-    AdmissionCandidate,
     PolicyDecider,
     RateLimit,
 )
 from engram_memory.policy.engine import BundleIdentity, EngineAnswer
-from tests.policy.conftest import NOW_MS, fixed_clock, subject
+from tests.policy.conftest import CANDIDATE, NOW_MS, RECORD, fixed_clock, subject
 
 DIGEST = "sha256:" + "1" * 64
 EXPECTED = BundleIdentity(revision=f"test+{DIGEST}", digest=DIGEST)
-RECORD = "sha256:" + "b" * 64
 
 REDACTION_OK: dict[str, Any] = {
     "mode": "field-allowlist",
@@ -45,17 +43,6 @@ ADMISSION_OK = {
     "issued_at_ms": NOW_MS,
     "reasons": ["accept_evidence_prefix"],
 }
-CANDIDATE = AdmissionCandidate(
-    candidate_id="candidate_" + "0" * 64,
-    payload_digest="sha256:" + "a" * 64,
-    record_digest=RECORD,
-    evidence_ref="evidence:ticket/1",
-    evidence_digest="sha256:" + "c" * 64,
-    component_kinds=("decision",),
-    citation_count=1,
-    source_refs=("source:case",),
-    has_attestation=False,
-)
 
 
 @dataclass
