@@ -11,7 +11,7 @@ import pytest
 
 from engram_memory.contract.secrets import SecretDetector
 from engram_memory.policy.authoring.lint import lint_policies
-from engram_memory.policy.authoring.mistakes import ordinary_corpus
+from engram_memory.policy.authoring.ordinary_text import ordinary_corpus
 from tests.cli_runner import run_cli
 from tests.policy.test_lint import CLEAN, _line_of, _warnings
 

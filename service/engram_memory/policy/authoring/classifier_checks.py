@@ -19,7 +19,7 @@ from engram_memory._internal.yaml_source import Path_
 from engram_memory.contract.classifiers import COMPONENT_KINDS, ClassifierSet
 from engram_memory.policy.authoring.classifier_data import ClassifierDefinition
 from engram_memory.policy.authoring.data import TenantPolicy, load_policies
-from engram_memory.policy.authoring.mistakes import ordinary_corpus
+from engram_memory.policy.authoring.ordinary_text import ordinary_corpus
 
 Warn = Callable[[str, Path_, str], None]
 

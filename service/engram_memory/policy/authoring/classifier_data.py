@@ -9,7 +9,7 @@ A tenant, and a workspace, list named classifiers; a workspace runs the tenant's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import phonenumbers
 from pydantic import (
@@ -21,11 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from engram_memory._internal.yaml_source import Path_, YamlSource
 from engram_memory.contract.policy_regex import MAX_REGEX_CHARS, checked_regex
-
-if TYPE_CHECKING:
-    from engram_memory.policy.authoring.data import TenantPolicy
 
 ClassifierKind = Literal["primary", "decision", "evidence", "context", "citations"]
 DetectorName = Literal["iban", "payment_card", "email", "phone"]
@@ -98,40 +94,3 @@ def compile_classifiers(
         (definition.compiled() for definition in [*tenant_level, *workspace_level]),
         key=lambda compiled: str(compiled["name"]),
     )
-
-
-def check_classifiers(source: YamlSource, policy: TenantPolicy) -> None:
-    """A name means one classifier in a workspace (the tenant's and its own together), and
-    an admission rule names only classifiers the workspace runs."""
-    tenant_names: dict[str, int] = {}
-    for position, definition in enumerate(policy.classifiers):
-        if definition.name in tenant_names:
-            source.report(
-                ("classifiers", position, "name"),
-                f"duplicate classifier name (also classifier {tenant_names[definition.name]})",
-            )
-        tenant_names.setdefault(definition.name, position)
-    for ws_name, ws in policy.workspaces.items():
-        names: dict[str, int] = {}
-        for position, definition in enumerate(ws.classifiers):
-            loc = ("workspaces", ws_name, "classifiers", position, "name")
-            if definition.name in tenant_names:
-                source.report(loc, "the tenant already defines a classifier of this name")
-            elif definition.name in names:
-                source.report(
-                    loc, f"duplicate classifier name (also classifier {names[definition.name]})"
-                )
-            names.setdefault(definition.name, position)
-        adjudicate = ws.admission.adjudicate if ws.admission is not None else None
-        named: list[tuple[Path_, str]] = [
-            (("workspaces", ws_name, "admission", "adjudicate", "classifiers", position), name)
-            for position, name in enumerate(adjudicate.classifiers or () if adjudicate else ())
-        ]
-        named += [
-            (("workspaces", ws_name, "redaction", index, "classifiers", position), name)
-            for index, rule in enumerate(ws.redaction)
-            for position, name in enumerate(rule.classifiers or ())
-        ]
-        for where, name in named:
-            if name not in tenant_names and name not in names:
-                source.report(where, f"unknown classifier {name!r} (define it under classifiers)")

@@ -31,7 +31,6 @@ from engram_memory.contract.policy_regex import checked_regex
 from engram_memory.contract.types import SELECTABLE_CONFIRMED_TOOLS, ToolNameText, one_of
 from engram_memory.policy.authoring.classifier_data import (
     ClassifierDefinition,
-    check_classifiers,
 )
 
 # The tools whose confirmation a workspace may select (withdraw and forget always need one).
@@ -406,3 +405,40 @@ def load_policies(policies_dir: Path | str) -> dict[str, TenantPolicy]:
     if problems:
         raise PolicyDataError(problems)
     return tenants
+
+
+def check_classifiers(source: YamlSource, policy: TenantPolicy) -> None:
+    """A name means one classifier in a workspace (the tenant's and its own together), and
+    an admission rule names only classifiers the workspace runs."""
+    tenant_names: dict[str, int] = {}
+    for position, definition in enumerate(policy.classifiers):
+        if definition.name in tenant_names:
+            source.report(
+                ("classifiers", position, "name"),
+                f"duplicate classifier name (also classifier {tenant_names[definition.name]})",
+            )
+        tenant_names.setdefault(definition.name, position)
+    for ws_name, ws in policy.workspaces.items():
+        names: dict[str, int] = {}
+        for position, definition in enumerate(ws.classifiers):
+            loc = ("workspaces", ws_name, "classifiers", position, "name")
+            if definition.name in tenant_names:
+                source.report(loc, "the tenant already defines a classifier of this name")
+            elif definition.name in names:
+                source.report(
+                    loc, f"duplicate classifier name (also classifier {names[definition.name]})"
+                )
+            names.setdefault(definition.name, position)
+        adjudicate = ws.admission.adjudicate if ws.admission is not None else None
+        named: list[tuple[Path_, str]] = [
+            (("workspaces", ws_name, "admission", "adjudicate", "classifiers", position), name)
+            for position, name in enumerate(adjudicate.classifiers or () if adjudicate else ())
+        ]
+        named += [
+            (("workspaces", ws_name, "redaction", index, "classifiers", position), name)
+            for index, rule in enumerate(ws.redaction)
+            for position, name in enumerate(rule.classifiers or ())
+        ]
+        for where, name in named:
+            if name not in tenant_names and name not in names:
+                source.report(where, f"unknown classifier {name!r} (define it under classifiers)")
