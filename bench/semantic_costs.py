@@ -24,7 +24,6 @@ figure:
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import shutil
 import subprocess
@@ -62,39 +61,10 @@ _SERVE_WITHOUT_EXTRA = (
 )
 
 
-def _rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
-def _rss_child(records: int) -> dict[str, Any]:
-    from bench.semantic_recall import Corpus
-    from engram_memory.search.embedding import EmbeddingModel, load_embedding_model
-
-    corpus = Corpus(records, None)
-    gc.collect()
-    lexical_only = _rss_bytes()
-    model = load_embedding_model()
-    if not isinstance(model, EmbeddingModel):
-        raise RuntimeError(f"semantic model unavailable: {model.reason}")
-    corpus.add_semantic(model)
-    gc.collect()
-    with_semantic = _rss_bytes()
-    return {
-        "records": records,
-        "rss_lexical_only_mib": round(lexical_only / _MIB, 1),
-        "rss_with_semantic_mib": round(with_semantic / _MIB, 1),
-        "extra_rss_mib": round((with_semantic - lexical_only) / _MIB, 1),
-        "embedding_records_per_s": round(records / corpus.embed_seconds),
-    }
-
-
 def extra_rss(records: int) -> dict[str, Any]:
     """The in-process RSS the semantic channel adds at `records` (measured in a child)."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.semantic_costs", "rss", "--records", str(records)],
+        [sys.executable, "-m", "bench.semantic_rss", "--records", str(records)],
         capture_output=True,
         text=True,
         check=True,
@@ -247,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=100_000)
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    result = _rss_child(args.records) if args.what == "rss" else installed_size()
+    result = extra_rss(args.records) if args.what == "rss" else installed_size()
     result["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(result))
     return 0
