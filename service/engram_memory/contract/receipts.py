@@ -48,3 +48,14 @@ class DecisionReceipt:
 
 def receipt_digest_of(body: Mapping[str, JsonValue]) -> str:
     return digest(RECEIPT_KIND, body)
+
+
+def input_digest_of(policy_input: JsonValue) -> str:
+    """A receipt's `input_digest` of a normalized decision input: minted with the receipt
+    (policy/receipts.py) and re-derived from a kept input (store/decision_inputs.py)."""
+    return digest("policy-input", {"input": policy_input})
+
+
+def result_digest_of(result: JsonValue) -> str:
+    """A receipt's `result_digest` of a normalized decision result (as `input_digest_of`)."""
+    return digest("policy-result", {"result": result})

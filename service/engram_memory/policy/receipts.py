@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_memory.contract.canonical import JsonValue, normalize
-from engram_memory.contract.digests import digest
-from engram_memory.contract.receipts import DecisionReceipt, receipt_digest_of
+from engram_memory.contract.receipts import (
+    DecisionReceipt,
+    input_digest_of,
+    receipt_digest_of,
+    result_digest_of,
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,8 @@ def make_receipt(
     body: dict[str, JsonValue] = {
         "decision_id": "dec_" + uuid.uuid4().hex,
         "policy_path": policy_path,
-        "input_digest": digest("policy-input", {"input": normalize(dict(policy_input))}),
-        "result_digest": digest("policy-result", {"result": normalize(dict(result))}),
+        "input_digest": input_digest_of(normalize(dict(policy_input))),
+        "result_digest": result_digest_of(normalize(dict(result))),
         "bundle_revision": bundle_revision,
         "bundle_digest": bundle_digest,
         "engine_id": engine_id,

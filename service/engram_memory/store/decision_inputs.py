@@ -15,9 +15,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.digests import digest
 from engram_memory.contract.exceptions import AuditChainBroken
+from engram_memory.contract.receipts import input_digest_of, result_digest_of
 from engram_memory.store.connection import load_queries
 from engram_memory.store.transaction import Transaction
 
@@ -57,17 +56,6 @@ def insert(tx: Transaction, columns: list[list[object]]) -> None:
         tx.execute(_Q["insert"], columns)
 
 
-def input_digest_of(input_json: str) -> str:
-    """The receipt's `input_digest` of a kept input (policy/receipts.py `make_receipt`)."""
-    value: JsonValue = json.loads(input_json)
-    return digest("policy-input", {"input": value})
-
-
-def result_digest_of(result_json: str) -> str:
-    value: JsonValue = json.loads(result_json)
-    return digest("policy-result", {"result": value})
-
-
 def verify(tx: Transaction) -> int:
     """Check every kept decision against the receipt that names it; return how many.
 
@@ -80,8 +68,8 @@ def verify(tx: Transaction) -> int:
         if input_d is None or not same:
             raise AuditChainBroken(f"kept input {decision_id} has no matching receipt")
         try:
-            input_ok = input_digest_of(str(input_json)) == input_d
-            result_ok = result_digest_of(str(result_json)) == result_d
+            input_ok = input_digest_of(json.loads(str(input_json))) == input_d
+            result_ok = result_digest_of(json.loads(str(result_json))) == result_d
         except ValueError as exc:  # not JSON: altered
             raise AuditChainBroken(f"kept input {decision_id} is not JSON") from exc
         if not (input_ok and result_ok):
