@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from pathlib import Path
 
 import duckdb
@@ -135,6 +136,34 @@ def test_a_flipped_byte_in_a_data_block_is_refused_as_damaged(
     assert offset > 0
     flip_byte_at(path, offset)
     assert "damaged" in _refused(store, EXIT_DAMAGED)
+
+
+def test_a_damaged_block_no_start_step_reads_stops_the_serving_process_with_exit_4(
+    killed: Acknowledged, tmp_path: Path
+) -> None:
+    """The full read runs once serving started (core/integrity_scan.py): a damaged block the
+    start does not read still ends the real server process with exit 4, and `audit verify`
+    refuses the store. The captures' ids are in several tables; each is damaged in turn until
+    one is met only by the scan, i.e. after the server printed what it prints once serving."""
+    pristine = killed.copy_to(tmp_path / "pristine")
+    checkpoint_offline(pristine.data_dir)
+    intact = (pristine.data_dir / DATABASE_FILE).read_bytes()
+    needle = pristine.captures[0][1].encode()
+    offsets = [i for i in range(len(intact)) if intact.startswith(needle, i)]
+    assert offsets
+    for n, offset in enumerate(offsets):
+        store = pristine.copy_to(tmp_path / f"damaged-{n}")
+        flip_byte_at(store.data_dir / DATABASE_FILE, offset)
+        try:
+            started = start(store)
+        except subprocess.TimeoutExpired:
+            continue  # a block no table scan reads (an index): a call reading it fails closed
+        assert started.returncode == EXIT_DAMAGED, started.stderr
+        if len(started.stderr.strip().splitlines()) > 1:  # served first, then stopped
+            verified = audit_verify(store, own_process=True)
+            assert verified.returncode == EXIT_DAMAGED, verified.stdout + verified.stderr
+            return
+    pytest.fail("every damaged block was met before serving; none by the scan")
 
 
 def test_a_damaged_header_is_refused_as_damaged(killed: Acknowledged, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from engram_memory.contract.exceptions import (
 from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.failpoints import pause_opening
 from engram_memory.core.forgotten import key_forgotten_rows
+from engram_memory.core.integrity_scan import IntegrityScan
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.core.search_index import SemanticSetup, follow_store
@@ -44,7 +45,6 @@ from engram_memory.store.anchors import open_anchor
 from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
 from engram_memory.store.call_log import SegmentLog
 from engram_memory.store.database import Database
-from engram_memory.store.integrity import read_every_row
 from engram_memory.store.side_writes import sweep_orphan_index
 
 log = logging.getLogger("engram_memory.opening")
@@ -86,10 +86,8 @@ def open_store(
         # The calls acknowledged through the log but not yet in the file: the anchor
         # comparison sees them where they are; the first transaction writes them.
         _attach_call_log(database, config, root_key)
-        # One sequential read of every row: a damaged block is found now, not by a later
-        # call that would then fail (store/integrity.py).
-        with database.reading(audit_complete=False) as tx:
-            read_every_row(tx)
+        # No full read here: every block a call reads is checked by DuckDB as it is read, and
+        # the blocks no call reads are read once serving started (core/integrity_scan.py).
         open_anchor(database, where, root_key.head_anchor_key(), tolerate_loss=tolerate_loss)
         # Only a store that will be served is changed: index rows an admission staged but
         # never committed go (core/indexing.py); a no-op read when there are none.
@@ -194,9 +192,13 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
             # seconds a start must not wait for (crypto/key_scan.py).
             key_scan = KeyFileScan(keys, root_key)
             key_scan.start()
+            # A damaged block no call reads is found here, and stops the process (exit 4).
+            integrity_scan = IntegrityScan(database)
+            integrity_scan.start()
             try:
                 yield services
             finally:
+                integrity_scan.stop()
                 key_scan.stop()
                 if checkpoints is not None:
                     checkpoints.close()
