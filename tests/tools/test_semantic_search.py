@@ -4,8 +4,10 @@ Wasm with the shipped bundle (acme permits `purpose:case-research` only), the sh
 - `lexical_and_semantic` answers with a semantic_v1 receipt where policy permits it, and
   RANKING_UNAVAILABLE (retriable) where it does not, or without the model;
 - `lexical` takes semantic_v1 when permitted, else offline_lexical_v1; cursors pin it;
-- the projections follow the commits exactly (followed == rebuilt from the store);
-- a forgotten record's vector is gone from memory and was never on disk.
+- the projections follow the commits exactly (followed == rebuilt from the store), and a
+  rebuilt projection loads the kept vectors instead of re-embedding;
+- a forgotten record's vector is gone from memory and from the store (its sealed row goes in
+  the tombstone's transaction) and was never on disk in plaintext.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import SearchIndex, SemanticSetup, follow_store
+from engram_memory.core.search_index import (
+    SearchIndex,
+    SemanticSetup,
+    follow_store,
+    semantic_keeping,
+)
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -50,7 +57,19 @@ def _model() -> EmbeddingModel:
 
 
 def _setup(keys: KeyStore, root: RootKey) -> SemanticSetup:
-    return SemanticSetup(_model(), body_opener(keys, root), root.scope_index_key)
+    return SemanticSetup(
+        _model(), body_opener(keys, root), root.scope_index_key, root.scope_vector_key
+    )
+
+
+def _kept_vectors(services: Services) -> list[str]:
+    """The record ids whose sealed vector the store keeps, once the embedder is idle."""
+    index = services.search_index
+    assert index is not None
+    assert index.embedder_idle(60)
+    with services.database.reading() as tx:
+        rows = tx.fetchall("SELECT record_id FROM record_vectors ORDER BY record_id")
+    return [str(row[0]) for row in rows]
 
 
 @pytest.fixture
@@ -169,9 +188,13 @@ def test_the_followed_projections_equal_ones_rebuilt_from_the_store(
     ok_value(forget(researcher, kept[1]))
     index = semantic_services.search_index
     assert index is not None
-    rebuilt = SearchIndex(_setup(semantic_services.keys, semantic_services.root_key))
+    assert _kept_vectors(semantic_services) == sorted(set(kept) - {kept[1]})
+    setup = _setup(semantic_services.keys, semantic_services.root_key)
+    rebuilt = SearchIndex(semantic_keeping(semantic_services.database, setup))
     with semantic_services.database.reading() as tx:
         rebuilt.load(tx)
+    assert rebuilt.semantic is not None
+    assert not rebuilt.semantic.queued  # loaded from the kept vectors, none re-embedded
     followed = index.semantic_rows()
     assert followed == rebuilt.semantic_rows()
     vectors, edges = followed[SCOPE]
@@ -179,7 +202,29 @@ def test_the_followed_projections_equal_ones_rebuilt_from_the_store(
     assert len(edges) == 4 * 3  # the four live records share the demo's ticket citation
 
 
-def test_a_forgotten_records_vector_is_gone_from_memory_and_never_was_on_disk(
+def test_a_record_without_a_kept_vector_is_embedded_after_the_load_and_then_kept(
+    researcher: Caller, semantic_services: Services
+) -> None:
+    kept = sorted(
+        _record(researcher, f"Invoice {n} was paid twice; credit issued.") for n in range(3)
+    )
+    assert _kept_vectors(semantic_services) == kept
+    with semantic_services.database.transaction() as tx:  # a store from before migration 0011
+        tx.execute("DELETE FROM record_vectors")
+    index = semantic_services.search_index
+    assert index is not None
+    setup = _setup(semantic_services.keys, semantic_services.root_key)
+    rebuilt = SearchIndex(semantic_keeping(semantic_services.database, setup))
+    with semantic_services.database.reading() as tx:
+        rebuilt.load(tx)
+    assert rebuilt.semantic is not None
+    assert len(rebuilt.semantic.queued) == 3  # nothing embedded before serving
+    assert rebuilt.semantic_rows() == index.semantic_rows()
+    assert rebuilt.embedder_idle(60)
+    assert _kept_vectors(semantic_services) == kept
+
+
+def test_a_forgotten_records_vector_is_gone_from_memory_and_the_store_and_never_in_plaintext(
     researcher: Caller, semantic_services: Services
 ) -> None:
     marker = f"marker{uuid.uuid4().hex[:12]}"
@@ -196,8 +241,10 @@ def test_a_forgotten_records_vector_is_gone_from_memory_and_never_was_on_disk(
     ]
     for needle in needles:
         assert files_holding(semantic_services, needle) == []
+    assert record_id in _kept_vectors(semantic_services)  # sealed in the store
 
     ok_value(forget(researcher, record_id))
+    assert record_id not in _kept_vectors(semantic_services)
 
     assert record_id not in dict(index.semantic_rows()[SCOPE][0])
     for needle in [*needles, marker.encode()]:

@@ -215,7 +215,9 @@ def _semantic_setup(keys: KeyStore, root_key: RootKey) -> SemanticSetup | None:
         log.info("semantic channel unavailable: %s", model.reason)
         return None
     log.info("semantic channel model loaded: %s", model.model_ref)
-    return SemanticSetup(model, body_opener(keys, root_key), root_key.scope_index_key)
+    return SemanticSetup(
+        model, body_opener(keys, root_key), root_key.scope_index_key, root_key.scope_vector_key
+    )
 
 
 def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:

@@ -21,11 +21,8 @@ from typing import Any
 import numpy as np
 
 from engram_memory.contract.exceptions import IndexInconsistent
-from engram_memory.core.semantic_index import (
-    BodyOpener,
-    SemanticProjection,
-    load_projection,
-)
+from engram_memory.core.kept_vectors import VectorKeeping
+from engram_memory.core.semantic_index import BodyOpener, SemanticProjection
 from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT
 from engram_memory.search.embedding import EmbeddingModel, Vectors
 from engram_memory.search.index_ranking import RankedList, rank_in_index
@@ -60,11 +57,13 @@ EMBED_WAIT_S = 10.0
 @dataclass(frozen=True)
 class SemanticSetup:
     """What the semantic projections need to follow the store: the model, a way to open a
-    sealed body (to re-embed at open) and each scope's index key (citations are keyed)."""
+    sealed body (to embed a record with no kept vector), each scope's index key (citations
+    are keyed) and vector key (kept vectors are sealed, core/kept_vectors.py)."""
 
     model: EmbeddingModel
     open_body: BodyOpener
     scope_key: Callable[[str], bytes]
+    vector_key: Callable[[str], bytes]
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class SearchIndex:
     """Every scope's `ScopeIndex` (and semantic projections when configured), one lock for
     changes and rankings; an `IndexListener`."""
 
-    def __init__(self, semantic: SemanticSetup | None = None) -> None:
+    def __init__(self, keeping: VectorKeeping | None = None) -> None:
         self._lock = threading.Lock()
         # Notified each time the embedder stores a batch or stops (a search may be waiting).
         self._embedded = threading.Condition(self._lock)
@@ -92,7 +91,7 @@ class SearchIndex:
         self._scopes: dict[str, ScopeIndex] = {}
         self._usable = False
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
-        self._semantic_setup = semantic
+        self._keeping = keeping
         self.semantic: SemanticProjection | None = None
 
     def size(self) -> tuple[int, int]:
@@ -123,19 +122,26 @@ class SearchIndex:
         self._embedder.start()
 
     def _embed_queued(self) -> None:
-        """Embed the queued texts a batch at a time without the lock (writers and lexical
-        searches go on meanwhile), store each batch under it; stop when the queue is empty."""
+        """Embed the queued records a batch at a time without the lock (writers and lexical
+        searches go on meanwhile), store each batch under it and keep it in the store; stop
+        when the queue is empty."""
         while True:
             with self._lock:
-                semantic = self.semantic
-                if semantic is None or not semantic.queued or self._embedder_failed:
+                semantic, keeping = self.semantic, self._keeping
+                if (
+                    semantic is None
+                    or keeping is None
+                    or not semantic.queued
+                    or self._embedder_failed
+                ):
                     self._embedder = None
                     self._embedded.notify_all()
                     return
                 batch = semantic.next_batch()
             try:
-                vectors = semantic.model.embed([text for _, text in batch])
-            except Exception:  # noqa: BLE001 - the tokenizer's own error types; fail closed
+                prepared = keeping.prepare(batch)
+                vectors = semantic.model.embed([ready[0] for ready in prepared if ready])
+            except Exception:  # noqa: BLE001 - the tokenizer's or store's errors; fail closed
                 with self._lock:
                     log.error("semantic embedding failed; semantic searches are unavailable")
                     self._embedder_failed = True
@@ -143,9 +149,11 @@ class SearchIndex:
                     self._embedded.notify_all()
                 return
             with self._lock:
-                if self.semantic is semantic:
-                    semantic.store(batch, vectors)
+                taken = (
+                    semantic.store(batch, prepared, vectors) if self.semantic is semantic else []
+                )
                 self._embedded.notify_all()
+            keeping.keep(taken)
 
     def _wait_for_embedder(self, scope_ref: str, in_step: Callable[[], bool]) -> bool:
         """Wait (releasing the lock) until `scope_ref` has no queued text; False when the
@@ -285,12 +293,24 @@ class SearchIndex:
         """Rebuild every scope from the store as `tx` sees it (at open, before serving)."""
         with self._lock:
             self._scopes = _load_scopes(tx)
-            setup = self._semantic_setup
-            if setup is not None:
-                self.semantic = load_projection(
-                    tx, setup.model, self._scopes, setup.open_body, setup.scope_key
-                )
+            if self._keeping is not None:
+                self.semantic = self._keeping.load(tx, self._scopes)
             self._usable = True
+
+    def embedder_idle(self, timeout: float) -> bool:
+        """Wait until no embedder runs (every queued record embedded and its vector kept):
+        tests and benchmarks. False when one still runs after `timeout` seconds."""
+        with self._lock:
+            self._start_embedder()
+            embedder = self._embedder
+        if embedder is not None:
+            embedder.join(timeout)
+        return not (embedder is not None and embedder.is_alive())
+
+    def start_embedding(self) -> None:
+        """Embed the records loaded without a kept vector (after the load: serving goes on)."""
+        with self._lock:
+            self._start_embedder()
 
 
 def follow_store(database: Database, semantic: SemanticSetup | None = None) -> SearchIndex:
@@ -300,7 +320,7 @@ def follow_store(database: Database, semantic: SemanticSetup | None = None) -> S
     Raises:
         StoreUnavailable / StoreCorrupt: the store could not be read (nothing follows).
     """
-    index = SearchIndex(semantic)
+    index = SearchIndex(None if semantic is None else semantic_keeping(database, semantic))
     started = time.monotonic()
     while True:
         sequence = database.index_commits.stable_sequence(STABLE_WAIT_S)
@@ -310,6 +330,7 @@ def follow_store(database: Database, semantic: SemanticSetup | None = None) -> S
         if sequence is not None and database.index_commits.sequence() == sequence:
             break
         database.index_commits.follow(None)  # a commit raced the load: load again
+    index.start_embedding()
     scopes, records = index.size()
     log.info(
         "search index loaded: %d scope(s), %d record(s) in %.1f s",
@@ -318,6 +339,13 @@ def follow_store(database: Database, semantic: SemanticSetup | None = None) -> S
         time.monotonic() - started,
     )
     return index
+
+
+def semantic_keeping(database: Database, semantic: SemanticSetup) -> VectorKeeping:
+    """The kept vectors of `database` for the projections `semantic` sets up."""
+    return VectorKeeping(
+        database, semantic.model, semantic.open_body, semantic.scope_key, semantic.vector_key
+    )
 
 
 def _load_scopes(tx: Transaction) -> dict[str, ScopeIndex]:

@@ -1,7 +1,5 @@
 """The semantic projections of every scope (search/semantic_scope.py), moved by the same
-committed changes as the lexical index and under its lock (core/search_index.py calls in here),
-and rebuilt at open from the sealed bodies: vectors are derived from content, so they are
-never written anywhere and exist in plaintext only in this process's memory.
+committed changes as the lexical index and under its lock (core/search_index.py calls in here).
 
 What a record contributes (its text and keyed citations, `record_semantics`, computed where
 the lexical postings are) is handed over by the commit as a `RecordEmbedded` change; the
@@ -10,13 +8,20 @@ the commit, in batches, by an embedder thread (core/search_index.py), so embeddi
 holds the writer and a bulk import's records are embedded a batch at a time; the tokenizer's
 batch encode spreads a batch over the cores. A search waits until its scope has no queued
 text, so it ranks with every vector of its snapshot (the position in its receipt).
+
+Each vector the embedder computes is also kept in the store, sealed (core/kept_vectors.py,
+migration 0011), and deleted with its record's tombstone: at open the projection is loaded
+from the kept vectors instead of re-embedding every record. A record without a kept vector
+(a store from before, another model, a row that does not open) is queued with no text: the
+embedder opens its body after serving started, so opening never waits for it. Vectors are
+held at the precision they are kept at (float16 values in a float32 matrix), so a loaded
+projection equals a followed one.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -25,17 +30,11 @@ from engram_memory.contract.exceptions import KeyFileBroken, KeyStoreUnavailable
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.crypto.sealing import open_sealed
+from engram_memory.crypto.vector_seal import at_stored_precision
 from engram_memory.search.embedding import EmbeddingModel, Vectors, record_text
-from engram_memory.search.fields import TermKey, keyed_term_hasher
-from engram_memory.search.scope_index import ScopeIndex
+from engram_memory.search.fields import TermKey
 from engram_memory.search.semantic_scope import SemanticScope
-from engram_memory.store.connection import load_queries
 from engram_memory.store.index_changes import RecordEmbedded
-from engram_memory.store.transaction import Transaction
-
-log = logging.getLogger("engram_memory.semantic_index")
-
-_Q = load_queries("engram_memory.store.sql", "search_index.sql")
 
 # Records embedded per tokenizer call, at open and by the embedder (the tokenizer spreads a
 # batch over the cores: batches embed ~2.5x faster than one text at a time on 2 cores).
@@ -70,18 +69,39 @@ def record_semantics(
     )
 
 
-QueuedText = tuple[tuple[str, int], str]  # ((scope_ref, slot), text)
+@dataclass(eq=False)
+class Pending:
+    """A record waiting for its vector: its text and citations from its commit, or None for
+    both when the embedder must open its body first (no kept vector at open)."""
+
+    record_id: str
+    text: str | None
+    citation_keys: tuple[str, ...] | None
+
+
+Queued = tuple[tuple[str, int], Pending]  # ((scope_ref, slot), what waits)
+Prepared = tuple[str, tuple[str, ...]] | None  # (text, citation keys); None: no body opens
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A vector the projection took, to be kept in the store."""
+
+    scope_ref: str
+    record_id: str
+    vector: Vectors
+    citation_keys: tuple[str, ...]
 
 
 @dataclass
 class SemanticProjection:
-    """Every scope's `SemanticScope` and the texts still to embed; its owner (`SearchIndex`)
-    serializes every call."""
+    """Every scope's `SemanticScope` and the records still to embed; its owner
+    (`SearchIndex`) serializes every call."""
 
     model: EmbeddingModel
     scopes: dict[str, SemanticScope]
-    # (scope_ref, slot) -> text, oldest first; a slot with a queued text has no vector.
-    queued: dict[tuple[str, int], str] = field(default_factory=dict)
+    # (scope_ref, slot) -> what waits, oldest first; a slot queued here has no vector.
+    queued: dict[tuple[str, int], Pending] = field(default_factory=dict)
 
     def scope(self, scope_ref: str) -> SemanticScope:
         found = self.scopes.get(scope_ref)
@@ -92,8 +112,13 @@ class SemanticProjection:
     def embedded(self, change: RecordEmbedded, slot: int) -> None:
         """A committed record: its citations now, its text queued for the embedder."""
         self.scope(change.scope_ref).set_citations(slot, change.citation_keys)
-        self.queued.pop((change.scope_ref, slot), None)
-        self.queued[(change.scope_ref, slot)] = change.text
+        key = (change.scope_ref, slot)
+        self.queued.pop(key, None)
+        self.queued[key] = Pending(change.record_id, change.text, change.citation_keys)
+
+    def unembedded(self, scope_ref: str, slot: int, record_id: str) -> None:
+        """An indexed record without a kept vector: its body is opened by the embedder."""
+        self.queued[(scope_ref, slot)] = Pending(record_id, None, None)
 
     def purged(self, scope_ref: str, slot: int) -> None:
         self.queued.pop((scope_ref, slot), None)
@@ -102,17 +127,31 @@ class SemanticProjection:
     def has_queued(self, scope_ref: str) -> bool:
         return any(queued_scope == scope_ref for queued_scope, _ in self.queued)
 
-    def next_batch(self) -> list[QueuedText]:
-        """The oldest queued texts, at most `EMBED_BATCH` (they stay queued until stored)."""
+    def next_batch(self) -> list[Queued]:
+        """The oldest queued records, at most `EMBED_BATCH` (they stay queued until stored)."""
         return list(islice(self.queued.items(), EMBED_BATCH))
 
-    def store(self, batch: Sequence[QueuedText], vectors: Vectors) -> None:
-        """The vectors of `batch`, for each text still queued as it was (a record purged or
-        re-sent meanwhile keeps its newer state)."""
-        for (key, text), vector in zip(batch, vectors, strict=True):
-            if self.queued.get(key) is text:
-                del self.queued[key]
-                self.scope(key[0]).set_vector(key[1], vector)
+    def store(
+        self, batch: Sequence[Queued], prepared: Sequence[Prepared], vectors: Vectors
+    ) -> list[Embedded]:
+        """The vectors of `batch` (one per prepared entry that is not None, in order), for
+        each record still queued as it was (a record purged or re-sent meanwhile keeps its
+        newer state); returns what was taken, to keep."""
+        taken: list[Embedded] = []
+        rows = iter(at_stored_precision(vectors))
+        for (key, pending), ready in zip(batch, prepared, strict=True):
+            vector = None if ready is None else next(rows)
+            if self.queued.get(key) is not pending:
+                continue
+            del self.queued[key]
+            if ready is None or vector is None:
+                continue  # no body opens: left out, as a record without a key always was
+            scope = self.scope(key[0])
+            if pending.citation_keys is None:
+                scope.set_citations(key[1], ready[1])
+            scope.set_vector(key[1], vector)
+            taken.append(Embedded(key[0], pending.record_id, vector, ready[1]))
+        return taken
 
     def vector_count(self, scope_ref: str) -> int:
         found = self.scopes.get(scope_ref)
@@ -135,44 +174,3 @@ def body_opener(keys: KeyStore, root_key: RootKey) -> BodyOpener:
         return body
 
     return open_body
-
-
-def load_projection(
-    tx: Transaction,
-    model: EmbeddingModel,
-    lexical: Mapping[str, ScopeIndex],
-    open_body: BodyOpener,
-    scope_key: Callable[[str], bytes],
-) -> SemanticProjection:
-    """Re-embed every indexed record with a body, scope by scope, in batches (at open)."""
-    projection = SemanticProjection(model, {})
-    unopened = 0
-    for scope_ref, index in lexical.items():
-        term_key = keyed_term_hasher(scope_key(scope_ref))
-        rows = tx.fetchall(_Q["semantic_bodies"], [scope_ref])
-        for start in range(0, len(rows), EMBED_BATCH):
-            records: list[tuple[str, Mapping[str, Any]]] = []
-            for record_id, sealed in rows[start : start + EMBED_BATCH]:
-                body = open_body(scope_ref, str(record_id), bytes(sealed))
-                if body is None:
-                    unopened += 1
-                    continue
-                records.append((str(record_id), body))
-            _add_batch(projection, scope_ref, index, records, term_key)
-    if unopened:
-        log.warning("semantic index: %d record(s) without an openable body left out", unopened)
-    return projection
-
-
-def _add_batch(
-    projection: SemanticProjection,
-    scope_ref: str,
-    index: ScopeIndex,
-    records: Iterable[tuple[str, Mapping[str, Any]]],
-    term_key: TermKey,
-) -> None:
-    listed = list(records)
-    vectors: Vectors = projection.model.embed([record_text(body) for _, body in listed])
-    scope = projection.scope(scope_ref)
-    for (record_id, body), vector in zip(listed, vectors, strict=True):
-        scope.add(index.slot_of(record_id), vector, citation_keys(body, term_key))

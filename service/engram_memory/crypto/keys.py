@@ -120,6 +120,13 @@ class RootKey:
         info = b"engram-memory/blind-index/v1\0" + scope_ref.encode("utf-8")
         return _hkdf(self.stable_index_root, info)
 
+    def scope_vector_key(self, scope_ref: str) -> bytes:
+        """Seals the semantic vectors kept in the store (store/record_vectors.py). From the
+        stable index root, like the index key: a rotation must not make every vector
+        unreadable (they would all be re-embedded at the next start)."""
+        info = b"engram-memory/semantic-vector/v1\0" + scope_ref.encode("utf-8")
+        return _hkdf(self.stable_index_root, info)
+
     def forgotten_digest_key(self, scope_ref: str) -> bytes:
         """Keys the digests a forgotten record or withdrawn candidate keeps for the
         tombstoned-content guard (core/forgotten.py). From the stable index root: the keyed

@@ -295,6 +295,8 @@ def insert_postings(tx: Transaction, scope_ref: str, record_id: str, batch: Post
 
 
 def purge_document(tx: Transaction, scope_ref: str, record_id: str) -> None:
+    # The kept semantic vector is content too: it goes with the document, in this transaction.
+    tx.execute(_Q["delete_vector"], [record_id, scope_ref])
     tx.execute(_Q["delete_postings"], [scope_ref, record_id])
     tx.execute(_Q["delete_document"], [scope_ref, record_id])
     tx.note_index_change(DocumentPurged(scope_ref, record_id))

@@ -64,6 +64,9 @@ SELECT ?, unnest(string_split(?, ' ')), ?, unnest(string_split(?, ' ')),
 -- name: delete_document
 DELETE FROM lexical_documents WHERE scope_ref = ? AND record_id = ?;
 
+-- name: delete_vector
+DELETE FROM record_vectors WHERE record_id = ? AND scope_ref = ?;
+
 -- name: delete_postings
 DELETE FROM lexical_postings WHERE scope_ref = ? AND record_id = ?;
 

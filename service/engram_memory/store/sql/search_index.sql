@@ -44,10 +44,3 @@ JOIN records r USING (scope_ref, record_id)
 JOIN lexical_documents d USING (scope_ref, record_id)
 WHERE p.scope_ref = $1
 ORDER BY p.term_hash;
-
--- name: semantic_bodies
--- One scope's indexed records with a sealed body, to re-embed at open (core/semantic_index.py).
-SELECT r.record_id, r.sealed_body
-FROM records r JOIN lexical_documents d USING (scope_ref, record_id)
-WHERE r.scope_ref = $1 AND r.sealed_body IS NOT NULL
-ORDER BY r.accept_cursor, r.record_id;
