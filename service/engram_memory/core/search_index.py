@@ -23,7 +23,7 @@ import numpy as np
 from engram_memory.contract.exceptions import IndexInconsistent
 from engram_memory.core.kept_vectors import VectorKeeping
 from engram_memory.core.semantic_index import BodyOpener, SemanticProjection
-from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT
+from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT, Int64s
 from engram_memory.search.embedding import EmbeddingModel, Vectors
 from engram_memory.search.index_ranking import RankedList, rank_in_index
 from engram_memory.search.scope_index import ScopeIndex
@@ -356,6 +356,10 @@ def _load_scopes(tx: Transaction) -> dict[str, ScopeIndex]:
         records = tx.fetch_columns(_Q["indexed_records"], [scope_ref])
         postings = tx.fetch_columns(_Q["indexed_postings"], [scope_ref, SLOT_SHIFT, FIELD_SHIFT])
         terms = [str(row[0]) for row in tx.fetchall(_Q["indexed_terms"], [scope_ref])]
+        term_ranks, packed = _by_term_then_slot(
+            np.asarray(postings["term"], dtype=np.int64),
+            np.asarray(postings["packed"], dtype=np.int64),
+        )
         scope = ScopeIndex()
         scope.bulk_load(
             [str(record_id) for record_id in records["record_id"]],
@@ -369,8 +373,20 @@ def _load_scopes(tx: Transaction) -> dict[str, ScopeIndex]:
                 [np.asarray(records[f"l{i}"], dtype=np.int64) for i in range(5)], axis=1
             ).reshape(-1, 5),
             terms=terms,
-            term_ranks=np.asarray(postings["term"], dtype=np.int64),
-            packed=np.asarray(postings["packed"], dtype=np.int64),
+            term_ranks=term_ranks,
+            packed=packed,
         )
         scopes[str(scope_ref)] = scope
     return scopes
+
+
+def _by_term_then_slot(term_ranks: Int64s, packed: Int64s) -> tuple[Int64s, Int64s]:
+    """The postings ordered by term rank, then packed (slot, field): a stable sort by rank
+    (radix, on ranks narrowed to 16 bits when they fit) of postings in packed order, which
+    they mostly arrive in already (postings are written record by record, in slot order)."""
+    if len(packed) > 1 and not bool(np.all(packed[1:] >= packed[:-1])):
+        order = np.argsort(packed, kind="stable")
+        term_ranks, packed = term_ranks[order], packed[order]
+    narrow = len(term_ranks) > 0 and int(term_ranks.max()) < 1 << 16
+    order = np.argsort(term_ranks.astype(np.uint16) if narrow else term_ranks, kind="stable")
+    return term_ranks[order], packed[order]
