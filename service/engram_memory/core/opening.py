@@ -34,6 +34,7 @@ from engram_memory.core.search_index import SemanticSetup, follow_store
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.core.service_config import ServiceConfig
 from engram_memory.core.startup_audit import verify_trail_at_startup
+from engram_memory.core.store_cache import store_cache_mib
 from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
@@ -147,6 +148,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
     # Before anything is written: a data directory holding another user's entry is refused.
     secure_data_dir(config.data_dir, tighten=False)
     grace_s = orphan_grace_s()
+    cache_mib = store_cache_mib()
     with open_policy(
         config.policy,
         config.bundle,
@@ -180,6 +182,8 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
                 checkpoint_key=checkpoint_key,
                 startup_audit=startup_audit,
             )
+            # Loaded: what the load cached is evicted, and the cache stays bounded.
+            database.bound_memory(cache_mib)
             # Served from here: DuckDB follows the call log while the writer is idle.
             database.start_projector(services.settings.failpoints.projection_probe)
             checkpoints = None

@@ -91,6 +91,7 @@ class Database(CallLogWriting):
         self._projection: Projection | None = None
         self._projector: BackgroundProjector | None = None
         self._projection_probe: ProjectionProbe | None = None
+        self._memory_mib: int | None = None  # DuckDB's default limit until `bound_memory`
 
     @property
     def damaged(self) -> bool:
@@ -412,12 +413,28 @@ class Database(CallLogWriting):
                 self._connection, self.path, self.driver_failure, reconnect=self._reconnect
             )
 
+    def bound_memory(self, mib: int) -> None:
+        """Lower DuckDB's memory limit to `mib` MiB (core/store_cache.py); cached blocks
+        beyond it are evicted now.
+
+        Raises:
+            StoreUnavailable: DuckDB refused the setting.
+        """
+        with self._lock:
+            self._memory_mib = int(mib)  # a reconnect (compaction) sets it again
+            try:
+                self._connection.execute(f"SET memory_limit = '{self._memory_mib}MiB'")
+            except duckdb.Error as exc:
+                raise self.driver_failure(exc, "memory limit refused") from exc
+
     def _reconnect(self) -> None:
         """Open the (new) store file again after `compact_store` closed the connection."""
         try:
             self._connection = connect(self.path)
         except duckdb.Error as exc:
             raise self.driver_failure(exc, "cannot reopen the store file") from exc
+        if self._memory_mib is not None:
+            self.bound_memory(self._memory_mib)
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (used before copies and shredding checks)."""
