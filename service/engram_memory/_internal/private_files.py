@@ -154,7 +154,10 @@ def secure_data_dir(data_dir: Path, *, tighten: bool = True) -> list[ModeFix]:
         raise ConfigurationError(f"data directory {data_dir} cannot be examined") from exc
     if not stat.S_ISDIR(root.st_mode):
         return []  # the store reports a data directory that is not a directory
-    entries = [(data_dir, root), *_entries_below(data_dir)]
+    entries: list[tuple[Path | _Entry, os.stat_result]] = [
+        (data_dir, root),
+        *_entries_below(data_dir),
+    ]
     uid = os.geteuid()
     for path, info in entries:
         if info.st_uid != uid:
@@ -176,13 +179,17 @@ def secure_data_dir(data_dir: Path, *, tighten: bool = True) -> list[ModeFix]:
     return fixes
 
 
-def _entries_below(directory: Path) -> list[tuple[Path, os.stat_result]]:
+class _Entry(str):
+    """An entry's path as the listing gave it (what `os.chmod` and messages need)."""
+
+
+def _entries_below(directory: Path) -> list[tuple[Path | _Entry, os.stat_result]]:
     """Every entry under `directory` with its lstat, never following symbolic links.
 
     Raises:
         ConfigurationError: a directory cannot be listed.
     """
-    found: list[tuple[Path, os.stat_result]] = []
+    found: list[tuple[Path | _Entry, os.stat_result]] = []
     pending = [directory]
     while pending:
         current = pending.pop()
@@ -193,7 +200,8 @@ def _entries_below(directory: Path) -> list[tuple[Path, os.stat_result]]:
                         info = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue  # removed meanwhile (a server already running on it)
-                    found.append((Path(entry.path), info))
+                    # A Path per entry cost seconds over 100k key files: made when needed.
+                    found.append((_Entry(entry.path), info))
                     if stat.S_ISDIR(info.st_mode):
                         pending.append(Path(entry.path))
         except FileNotFoundError:
@@ -203,7 +211,7 @@ def _entries_below(directory: Path) -> list[tuple[Path, os.stat_result]]:
     return found
 
 
-def _tighten(path: Path, info: os.stat_result) -> ModeFix | None:
+def _tighten(path: Path | _Entry, info: os.stat_result) -> ModeFix | None:
     """Raises: ConfigurationError: the mode cannot be changed."""
     if stat.S_ISLNK(info.st_mode):
         return None  # a link's own mode means nothing; its target is not ours to change
@@ -219,4 +227,4 @@ def _tighten(path: Path, info: os.stat_result) -> ModeFix | None:
         return None
     except OSError as exc:
         raise ConfigurationError(f"mode of {path} cannot be tightened to {allowed:04o}") from exc
-    return ModeFix(path, old, allowed)
+    return ModeFix(Path(path), old, allowed)

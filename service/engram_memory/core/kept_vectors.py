@@ -15,6 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from engram_memory.contract.exceptions import CommitOutcomeUnknown, StoreCorrupt, StoreUnavailable
 from engram_memory.core.semantic_index import (
     BodyOpener,
@@ -25,7 +27,7 @@ from engram_memory.core.semantic_index import (
     citation_keys,
 )
 from engram_memory.crypto.vector_seal import VectorSealer
-from engram_memory.search.embedding import EmbeddingModel, record_text
+from engram_memory.search.embedding import EmbeddingModel, Vectors, record_text
 from engram_memory.search.fields import keyed_term_hasher
 from engram_memory.search.scope_index import ScopeIndex
 from engram_memory.store.database import Database
@@ -68,17 +70,22 @@ class VectorKeeping:
         unopened = 0
         for scope_ref, index in lexical.items():
             sealer = self._sealer(scope_ref)
-            scope = projection.scope(scope_ref)
-            has_vector: set[str] = set()
+            slots: list[int] = []
+            vectors: list[Vectors] = []
+            citations: list[tuple[str, ...]] = []
             for record_id, sealed, keys in kept_vectors(tx, scope_ref, self._model.model_ref):
                 vector = sealer.open(record_id, sealed, dimensions)
                 if vector is None:
                     unopened += 1
                     continue
-                scope.add(index.slot_of(record_id), vector, keys.split())
-                has_vector.add(record_id)
+                slots.append(index.slot_of(record_id))
+                vectors.append(vector)
+                citations.append(tuple(keys.split()))
+            stacked = np.stack(vectors) if vectors else np.zeros((0, dimensions), np.float32)
+            projection.scope(scope_ref).load(slots, stacked, citations)
+            has_vector = set(slots)
             for slot, record_id in enumerate(index.record_ids):
-                if record_id not in has_vector:
+                if slot not in has_vector:
                     projection.unembedded(scope_ref, slot, record_id)
         if unopened:
             log.warning("semantic index: %d kept vector(s) did not open; embedded again", unopened)

@@ -73,11 +73,18 @@ def sweep_directory(
     report.temporaries += _shred_all([state_temporary] if state_temporary.exists() else [])
     for shard in store.shards():
         with store.shard_lock(shard, exclusive=True):
-            report.temporaries += _shred_all(_temporaries(shard))
-            for path in _key_files(shard):
-                if path.name in live or store.claims.held(path):
+            names = _names(shard)  # one listing: nothing writes the shard under this lock
+            report.temporaries += _shred_all(
+                [shard / name for name in names if name.endswith(TEMPORARY_SUFFIXES)]
+            )
+            # Names, not Paths, until one is acted on: 100k Paths cost seconds at start.
+            for name in sorted(n for n in names if n.endswith(KEY_SUFFIX)):
+                if name in live:
                     continue
-                if path.name in ended:
+                path = shard / name
+                if store.claims.held(path):
+                    continue
+                if name in ended:
                     report.ended += 1
                 elif _age_s(path, now_s) < grace_s:
                     report.young_orphans += 1
@@ -96,9 +103,9 @@ def _temporaries(shard: Path) -> list[Path]:
         raise KeyStoreUnavailable("key directory cannot be listed") from exc
 
 
-def _key_files(shard: Path) -> list[Path]:
+def _names(shard: Path) -> list[str]:
     try:
-        return sorted(p for p in shard.iterdir() if p.name.endswith(KEY_SUFFIX))
+        return os.listdir(shard)
     except OSError as exc:
         raise KeyStoreUnavailable("key directory cannot be listed") from exc
 

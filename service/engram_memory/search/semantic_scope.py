@@ -68,6 +68,24 @@ class SemanticScope:
         self.set_citations(slot, citation_keys)
         self.set_vector(slot, vector)
 
+    def load(
+        self, slots: Sequence[int], vectors: Floats32, citations: Sequence[tuple[str, ...]]
+    ) -> None:
+        """Fill empty slots at once (at open, from the kept vectors): `citations` are each
+        sorted and distinct already, as `set_citations` keeps them."""
+        if not slots:
+            return
+        self._grow(max(slots))
+        at = np.asarray(slots, dtype=np.int64)
+        self._vectors[at] = vectors
+        self._present[at] = True
+        for slot, keys in zip(slots, citations, strict=True):
+            if keys:
+                self._citations[slot] = keys
+                for key in keys:
+                    self._cited_by.setdefault(key, set()).add(slot)
+        self._edges = None
+
     def set_citations(self, slot: int, citation_keys: Sequence[str]) -> None:
         """A record's keyed citations, replacing the slot's earlier citations and vector (its
         vector follows with `set_vector` once embedded)."""
