@@ -67,6 +67,7 @@ async def _measure(env: dict[str, str], signing_key: Path, log: Path, searches: 
             raise RuntimeError(f"search failed: {first.envelope['error']['code']}")
         pid = server_pid("engram_memory.cli")
         rss_ready = tree_rss_bytes(pid)
+        cpu_ready = process_cpu_s(pid)
         hits = 0
         latencies: list[float] = []
         for query in queries(searches):
@@ -81,11 +82,19 @@ async def _measure(env: dict[str, str], signing_key: Path, log: Path, searches: 
         "ready_s": round(ready_s, 2),
         "first_search_hits": len(first.envelope["output"]["value"]["records"]),
         "rss_ready_mib": round(rss_ready / _MIB, 1),
+        "cpu_ready_s": round(cpu_ready, 2),
         "searches": searches,
         "search_hits": hits,
         "search_ms_p50": round(sorted(latencies)[len(latencies) // 2], 2) if latencies else 0.0,
         "rss_after_searches_mib": round(rss_after / _MIB, 1),
     }
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds `pid` has used (it survives the machine's load, wall time
+    does not)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(env: dict[str, str], signing_key: Path, log: Path, searches: int) -> dict[str, Any]:
