@@ -13,9 +13,9 @@ held as keyed hashes (HMAC under the scope's index key), never in plaintext.
 Nearest-neighbour edges were left out: a threshold edge set over 100k records needs every
 pair at start (minutes on two cores), and the vector channel already ranks by similarity.
 
-Nothing here is ever written to disk: vectors are derived from content, so they live in
-memory only and are rebuilt at start from the sealed bodies (core/semantic_index.py); a
-purged record's vector row is zeroed at once.
+Vectors are derived from content: in plaintext they live in memory only (the store keeps
+them sealed, core/kept_vectors.py, and a start loads them from there); a purged record's
+vector row is zeroed at once.
 """
 
 from __future__ import annotations
