@@ -116,7 +116,9 @@ def main() -> int:
     work = Path(args.dir)
     secrets = work / "secrets"
     root, signing, public = init_host_dir(secrets)  # existing files are kept
-    extra = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+    # The tree under test, and DuckDB's memory bound when the caller sets one.
+    passed = ("PYTHONPATH", "ENGRAM_STORE_CACHE_MIB")
+    extra = {name: os.environ[name] for name in passed if name in os.environ}
     env = server_env(work / "data", root, public, **extra)
     result = {
         "load_before": machine_load(),
