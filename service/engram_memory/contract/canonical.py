@@ -126,7 +126,30 @@ def _same_as_sorted_json(value: JsonValue) -> bool:
     object keys below U+D800, where code point order equals JCS's UTF-16 code unit order.
     Floats below 1e-4 are left to the RFC 8785 encoder (there repr switches to exponent
     notation, ECMAScript only below 1e-6).
+
+    Walks the tree with plain loops on exact types (a call checks hundreds of nodes: no
+    generator per node); subclasses (a StrEnum member, a Mapping) take `_same_as_sorted_node`.
     """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or max(key) < "\ud800"):
+                return False
+            if type(item) is not str and not _same_as_sorted_json(item):
+                return False
+        return True
+    if kind is list:
+        # Strings first without a call: ranked id lists hold thousands of them. A plain loop,
+        # not all(): no generator to resume per item.
+        for item in value:  # noqa: SIM110
+            if type(item) is not str and not _same_as_sorted_json(item):
+                return False
+        return True
+    return _same_as_sorted_node(value)
+
+
+def _same_as_sorted_node(value: JsonValue) -> bool:
+    """`_same_as_sorted_json` for a scalar, or a container of a subclass type."""
     if isinstance(value, str | bool):
         return True
     if isinstance(value, int):
@@ -144,9 +167,14 @@ def _same_as_sorted_json(value: JsonValue) -> bool:
             for key, item in value.items()
         )
     if isinstance(value, list):
-        # Strings first without a call: ranked id lists hold thousands of them.
-        return all(type(item) is str or _same_as_sorted_json(item) for item in value)
+        return all(_same_as_sorted_json(item) for item in value)
     return False
+
+
+# Built once: `json.dumps` with options builds a new encoder on every call.
+_SORTED_COMPACT = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+)
 
 
 def canonical_json(value: JsonValue) -> bytes:
@@ -161,9 +189,7 @@ def canonical_json(value: JsonValue) -> bytes:
     """
     if _same_as_sorted_json(value):
         try:
-            return json.dumps(
-                value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-            ).encode("utf-8")
+            return _SORTED_COMPACT.encode(value).encode("utf-8")
         except (ValueError, UnicodeEncodeError) as exc:
             raise NonCanonicalValue("not canonicalizable") from exc
     try:

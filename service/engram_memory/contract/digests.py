@@ -7,6 +7,7 @@ persisted in digests that must keep verifying after the package rename.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -106,10 +107,13 @@ def operation_digest(tool: str, arguments: Mapping[str, JsonValue]) -> str:
     return digest("tool-operation", {"tool": tool, "arguments": dict(arguments)})
 
 
+@functools.lru_cache(maxsize=4096)
 def one_way_ref(kind: str, value: str) -> str:
     """A stable one-way reference for identities and keys that must not be stored raw.
 
     Unkeyed on purpose: an auditor who knows a principal's id can find its entries.
+    Remembered: a call asks for its principal's, agent's and session's a dozen times, and
+    the same few identities make most calls (a pure function: bounded, exact).
     """
     return domain_digest(f"engram-memory/{kind}/v1\0", value)
 

@@ -26,6 +26,13 @@ def is_scope_part(value: object) -> bool:
     return isinstance(value, str) and SCOPE_PART.fullmatch(value) is not None
 
 
+# Of REFUSED_CATEGORIES, ASCII holds only controls (Cc): C0 and DEL.
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def has_refused_character(value: str) -> bool:
     """True when `value` holds a character no identifier may hold (REFUSED_CATEGORIES)."""
+    if value.isascii():
+        # Every claim of every call passes here: one regex scan, not a lookup per character.
+        return _ASCII_CONTROL.search(value) is not None
     return any(unicodedata.category(char) in REFUSED_CATEGORIES for char in value)

@@ -8,11 +8,12 @@ fired). An auditor re-derives `receipt_digest` without the service.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
-from engram_memory.contract.digests import digest
+from engram_memory.contract.digests import digest, kind_domain
 
 RECEIPT_KIND = "policy-decision"
 
@@ -59,3 +60,20 @@ def input_digest_of(policy_input: JsonValue) -> str:
 def result_digest_of(result: JsonValue) -> str:
     """A receipt's `result_digest` of a normalized decision result (as `input_digest_of`)."""
     return digest("policy-result", {"result": result})
+
+
+# JCS of a one-member object is the member's name and its value's JCS between braces, so a
+# digest over `{"input": v}` needs only the bytes of `v`: a decision serializes its input and
+# result once, for these digests and for the kept decision (core/decision_keeping.py).
+_INPUT_PREFIX = kind_domain("policy-input").encode("utf-8") + b'{"input":'
+_RESULT_PREFIX = kind_domain("policy-result").encode("utf-8") + b'{"result":'
+
+
+def input_digest_of_json(canonical_input: bytes) -> str:
+    """`input_digest_of(v)` from the RFC 8785 bytes of the normalized `v`."""
+    return "sha256:" + hashlib.sha256(_INPUT_PREFIX + canonical_input + b"}").hexdigest()
+
+
+def result_digest_of_json(canonical_result: bytes) -> str:
+    """`result_digest_of(v)` from the RFC 8785 bytes of the normalized `v`."""
+    return "sha256:" + hashlib.sha256(_RESULT_PREFIX + canonical_result + b"}").hexdigest()

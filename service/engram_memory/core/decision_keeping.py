@@ -28,8 +28,9 @@ def kept_decisions(decisions: Iterable[Decision], retention_days: int) -> tuple[
             decision_id=d.receipt.decision_id,
             policy_path=d.receipt.policy_path,
             decided_at_ms=d.receipt.decided_at_ms,
-            input_json=canonical_text(normalize(dict(d.policy_input))),
-            result_json=canonical_text(normalize(dict(d.result))),
+            # As the receipt digested them (policy/decider.py), else serialized here.
+            input_json=d.input_json or canonical_text(normalize(dict(d.policy_input))),
+            result_json=d.result_json or canonical_text(normalize(dict(d.result))),
         )
         for d in decisions
     )

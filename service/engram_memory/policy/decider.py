@@ -18,6 +18,7 @@ from pydantic import (
     ValidationError,
 )
 
+from engram_memory.contract.canonical import canonical_json, normalize
 from engram_memory.contract.exceptions import PolicyStale, PolicyUnavailable
 
 # The inputs and answers of decisions live in decisions.py; re-exported, since callers take
@@ -59,7 +60,7 @@ from engram_memory.policy.decisions import (
     Subject as Subject,
 )
 from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyEngine
-from engram_memory.policy.receipts import Decision, make_receipt
+from engram_memory.policy.receipts import Decision, mint_receipt
 from engram_memory.policy.result_shapes import (
     AdmissionShape,
     AdmissionUnconfiguredShape,
@@ -171,10 +172,14 @@ class PolicyDecider:
         assert isinstance(result, Mapping)  # checked by _evaluate
         try:
             parsed = model.model_validate(result)
-            receipt = make_receipt(
+            # Serialized once: for the receipt's digests and for the kept decision.
+            input_json = canonical_json(normalize(dict(policy_input)))
+            result_json = canonical_json(normalize(dict(result)))
+            receipt = mint_receipt(
                 policy_path=path,
-                policy_input=policy_input,
+                input_json=input_json,
                 result=result,
+                result_json=result_json,
                 bundle_revision=identity.revision,
                 # The digest of the bundle verified for this revision (`_evaluate`).
                 bundle_digest=identity.digest,
@@ -185,7 +190,12 @@ class PolicyDecider:
         except (ValidationError, ValueError, TypeError) as exc:
             raise PolicyUnavailable(f"{path}: malformed result") from exc
         return parsed, Decision(
-            path=path, result=result, receipt=receipt, policy_input=policy_input
+            path=path,
+            result=result,
+            receipt=receipt,
+            policy_input=policy_input,
+            input_json=input_json.decode("utf-8"),
+            result_json=result_json.decode("utf-8"),
         )
 
     def _decide(

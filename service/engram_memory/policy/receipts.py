@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram_memory.contract.canonical import JsonValue, normalize
+from engram_memory.contract.canonical import JsonValue, canonical_json, normalize
 from engram_memory.contract.receipts import (
     DecisionReceipt,
-    input_digest_of,
+    input_digest_of_json,
     receipt_digest_of,
-    result_digest_of,
+    result_digest_of_json,
 )
 
 
@@ -32,6 +32,10 @@ class Decision:
     # What was decided about (ids, digests and classifier names only): kept for policy
     # replay when the operator says so (store/decision_inputs.py); the receipt binds it.
     policy_input: Mapping[str, Any] = field(default_factory=dict)
+    # The RFC 8785 text of the normalized input and result, as the receipt digested them
+    # (None: not serialized yet): a kept decision stores exactly these, never re-serialized.
+    input_json: str | None = None
+    result_json: str | None = None
 
     @property
     def reasons(self) -> tuple[str, ...]:
@@ -50,6 +54,33 @@ def make_receipt(
     decided_at_ms: int,
 ) -> DecisionReceipt:
     """Build and digest a receipt for one evaluation."""
+    return mint_receipt(
+        policy_path=policy_path,
+        input_json=canonical_json(normalize(dict(policy_input))),
+        result=result,
+        result_json=canonical_json(normalize(dict(result))),
+        bundle_revision=bundle_revision,
+        bundle_digest=bundle_digest,
+        engine_id=engine_id,
+        engine_version=engine_version,
+        decided_at_ms=decided_at_ms,
+    )
+
+
+def mint_receipt(
+    *,
+    policy_path: str,
+    input_json: bytes,
+    result: Mapping[str, Any],
+    result_json: bytes,
+    bundle_revision: str,
+    bundle_digest: str,
+    engine_id: str,
+    engine_version: str,
+    decided_at_ms: int,
+) -> DecisionReceipt:
+    """`make_receipt` from the RFC 8785 bytes of the normalized input and result, serialized
+    once by the caller (policy/decider.py keeps them with the decision)."""
     reasons_value = result.get("reasons", [])
     reasons = (
         tuple(sorted(str(r) for r in reasons_value)) if isinstance(reasons_value, list) else ()
@@ -57,8 +88,8 @@ def make_receipt(
     body: dict[str, JsonValue] = {
         "decision_id": "dec_" + uuid.uuid4().hex,
         "policy_path": policy_path,
-        "input_digest": input_digest_of(normalize(dict(policy_input))),
-        "result_digest": result_digest_of(normalize(dict(result))),
+        "input_digest": input_digest_of_json(input_json),
+        "result_digest": result_digest_of_json(result_json),
         "bundle_revision": bundle_revision,
         "bundle_digest": bundle_digest,
         "engine_id": engine_id,
