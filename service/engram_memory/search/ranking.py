@@ -12,6 +12,7 @@ documents only, which is what an index can supply without loading every document
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,9 +60,16 @@ def profile_config_digest(constants: Mapping[str, JsonValue] | None = None) -> s
     Raises:
         NonCanonicalValue: `constants` is not canonical JSON.
     """
-    return digest(
-        "recall-profile-config", normalize(PROFILE_CONSTANTS if constants is None else constants)
-    )
+    if constants is None:
+        return _pinned_profile_digest()
+    return digest("recall-profile-config", normalize(constants))
+
+
+@functools.cache
+def _pinned_profile_digest() -> str:
+    """The pinned profile's digest, once per process: every search receipt carries it, and
+    its small floats take the slow RFC 8785 encoder (issue 20)."""
+    return digest("recall-profile-config", normalize(PROFILE_CONSTANTS))
 
 
 @dataclass(frozen=True, slots=True)
