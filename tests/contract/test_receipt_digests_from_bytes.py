@@ -1,4 +1,7 @@
-"""A decision's input and result are serialized once; the receipt digests computed from those
+"""Digests from bytes serialized once (a decision's input and result, a call's arguments)
+equal the digests of the wrapped values.
+
+A decision's input and result are serialized once; the receipt digests computed from those
 bytes equal the `{"input": v}` / `{"result": v}` digests an auditor re-derives."""
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from engram_memory.contract.canonical import SAFE_INTEGER_MAX, canonical_json, normalize
+from engram_memory.contract.digests import operation_digest, operation_digest_of_json
 from engram_memory.contract.exceptions import NonCanonicalValue
 from engram_memory.contract.receipts import (
     input_digest_of,
@@ -55,3 +59,18 @@ def test_a_known_input_keeps_its_digest() -> None:
     value = normalize({"tenant": "acme", "tool": "engram_memory_get", "score": 1e-7})
     assert input_digest_of_json(canonical_json(value)) == input_digest_of(value)
     assert input_digest_of(value) == input_digest_of(normalize(dict(value)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OBJECTS, st.sampled_from(["engram_memory_capture", "engram_memory_forget", "t"]))
+def test_the_operation_digest_from_the_decoded_bytes_equals_the_spec_formula(
+    arguments: dict[str, Any], tool: str
+) -> None:
+    try:
+        normalized = normalize(arguments)
+    except NonCanonicalValue:
+        assume(False)
+        return
+    assert operation_digest_of_json(tool, canonical_json(normalized)) == operation_digest(
+        tool, normalized
+    )

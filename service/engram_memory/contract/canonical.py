@@ -73,10 +73,33 @@ def utf8_len(text: str) -> int:
 def normalize(value: object) -> JsonValue:
     """Return the normalized JSON tree of `value` (see module docstring).
 
+    Exact `str`, `dict` and `list` (what parsed JSON is made of) take a direct path; every
+    other type goes through `_normalize_node`, which decides as this always has.
+
     Raises:
         NonCanonicalValue: null, unpaired surrogate, duplicate key after NFC, non-finite or
             negative-zero number, unsafe integer, or a non-JSON type.
     """
+    kind = type(value)
+    if kind is str:
+        return nfc(value)  # type: ignore[arg-type]
+    if kind is dict:
+        out: dict[str, JsonValue] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if not isinstance(key, str):
+                raise NonCanonicalValue("non-string key")
+            nkey = key if key.isascii() else nfc(key)
+            if nkey in out:
+                raise NonCanonicalValue("duplicate key after NFC")
+            out[nkey] = normalize(item)
+        return out
+    if kind is list:
+        return [normalize(item) for item in value]  # type: ignore[attr-defined]
+    return _normalize_node(value)
+
+
+def _normalize_node(value: object) -> JsonValue:
+    """`normalize` for anything but an exact `str`, `dict` or `list`."""
     if isinstance(value, str):
         return nfc(value)
     if isinstance(value, bool):

@@ -107,6 +107,19 @@ def operation_digest(tool: str, arguments: Mapping[str, JsonValue]) -> str:
     return digest("tool-operation", {"tool": tool, "arguments": dict(arguments)})
 
 
+def operation_digest_of_json(tool: str, canonical_arguments: bytes) -> str:
+    """`operation_digest(tool, arguments)` from the RFC 8785 bytes of the normalized
+    arguments, serialized once when the call was decoded (contract/parsing.py). JCS orders
+    `arguments` before `tool`, so the object's bytes are the two members around them."""
+    hasher = hashlib.sha256(kind_domain("tool-operation").encode("utf-8"))
+    hasher.update(b'{"arguments":')
+    hasher.update(canonical_arguments)
+    hasher.update(b',"tool":')
+    hasher.update(canonical_json(tool))
+    hasher.update(b"}")
+    return "sha256:" + hasher.hexdigest()
+
+
 @functools.lru_cache(maxsize=4096)
 def one_way_ref(kind: str, value: str) -> str:
     """A stable one-way reference for identities and keys that must not be stored raw.

@@ -20,7 +20,11 @@ from pydantic import ValidationError
 
 from engram_memory.contract.canonical import JsonValue, canonical_json, nfc, normalize
 from engram_memory.contract.classifiers import EMPTY_SET, ClassifierSet
-from engram_memory.contract.digests import ZERO_DIGEST
+from engram_memory.contract.digests import (
+    ZERO_DIGEST,
+    operation_digest,
+    operation_digest_of_json,
+)
 from engram_memory.contract.errors import ErrorCode, ProtocolCode
 from engram_memory.contract.exceptions import NonCanonicalValue, ProtocolRefusal, ToolError
 from engram_memory.contract.inputs import INPUT_MODELS, ToolInput
@@ -46,6 +50,15 @@ class ParsedArguments:
     # The scope's content classifiers (policy data, handed over by discovery): the tool runs
     # them on the plaintext it holds and gives policy only the names that matched.
     classifiers: ClassifierSet = EMPTY_SET
+    # The RFC 8785 bytes of `arguments`, from decoding (None: not kept): the operation digest
+    # is computed from them instead of serializing the arguments again.
+    arguments_json: bytes | None = None
+
+    def operation_digest(self, tool: str) -> str:
+        """SPEC §6's digest of this call's arguments (`digests.operation_digest`)."""
+        if self.arguments_json is None:
+            return operation_digest(tool, self.arguments)
+        return operation_digest_of_json(tool, self.arguments_json)
 
     def expect(self, model_type: type[M]) -> M:
         """`model` as `model_type` (e.g. `parsed.expect(CaptureInput)`).
@@ -62,6 +75,15 @@ def decode_arguments(raw: object) -> dict[str, JsonValue]:
     """Normalize raw arguments and enforce the argument-object size cap (SPEC §3).
 
     Raises:
+        ToolError: as `decode_arguments_json`.
+    """
+    return decode_arguments_json(raw)[0]
+
+
+def decode_arguments_json(raw: object) -> tuple[dict[str, JsonValue], bytes]:
+    """`decode_arguments`, with the RFC 8785 bytes it measured (kept for the operation digest).
+
+    Raises:
         ToolError: INVALID_SCHEMA if `raw` is not an object, is not canonicalizable (null,
             duplicate key after NFC, unpaired surrogate, unsafe or non-finite number), is
             nested too deeply, or exceeds 1,048,576 bytes in compact JCS form.
@@ -70,15 +92,15 @@ def decode_arguments(raw: object) -> dict[str, JsonValue]:
         raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:not_an_object")
     try:
         arguments = normalize(raw)
-        size = len(canonical_json(arguments))
+        serialized = canonical_json(arguments)
     except NonCanonicalValue as exc:
         raise ToolError(ErrorCode.INVALID_SCHEMA, f"arguments:{exc}") from None
     except RecursionError:
         raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:too_deep") from None
-    if size > MAX_ARGUMENTS_BYTES:
+    if len(serialized) > MAX_ARGUMENTS_BYTES:
         raise ToolError(ErrorCode.INVALID_SCHEMA, "arguments:too_large")
     assert isinstance(arguments, dict)
-    return arguments
+    return arguments, serialized
 
 
 def declared_purpose_ref(tool: ToolName, arguments: Mapping[str, JsonValue]) -> str | None:
@@ -118,8 +140,10 @@ def validate_arguments(
     arguments: dict[str, JsonValue],
     *,
     detector: SecretDetector = DEFAULT_DETECTOR,
+    arguments_json: bytes | None = None,
 ) -> ParsedArguments:
-    """Validate decoded arguments against the tool's input contract, then scan for secrets.
+    """Validate decoded arguments against the tool's input contract, then scan for secrets
+    (`arguments_json`: their bytes from `decode_arguments_json`, kept with them).
 
     Raises:
         ToolError: INVALID_DIGEST if malformed digest strings are the only defect, else
@@ -135,7 +159,9 @@ def validate_arguments(
         raise _schema_failure(name, arguments, exc, detector) from None
     if holds_secret(name, arguments, detector):
         raise ToolError(ErrorCode.INVALID_SCHEMA, _never_store_detail(name, arguments, detector))
-    return ParsedArguments(tool=name, model=model, arguments=arguments)
+    return ParsedArguments(
+        tool=name, model=model, arguments=arguments, arguments_json=arguments_json
+    )
 
 
 def parse_arguments(
@@ -286,6 +312,7 @@ __all__ = [
     "check_bound_purpose",
     "declared_purpose_ref",
     "decode_arguments",
+    "decode_arguments_json",
     "holds_secret",
     "is_mutating",
     "parse_arguments",

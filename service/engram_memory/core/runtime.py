@@ -6,6 +6,7 @@ the wall clock themselves, so one capture instant serves every check of a call (
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +73,9 @@ class CallContext:
 
     The call's audit facts are not kept here: they are gathered in a `CallAudit`
     (core/call_audit.py) passed explicitly to the steps that add to them.
+
+    What is derived from the binding (hashed refs, the instant, the policy subject) is
+    computed once per call (`cached_property`: a call asks for each several times).
     """
 
     services: Services
@@ -88,23 +92,23 @@ class CallContext:
     def scope_ref(self) -> str:
         return self.invocation.scope_ref
 
-    @property
+    @functools.cached_property
     def principal_ref(self) -> str:
         return principal_ref(self.invocation.tenant, self.invocation.principal)
 
-    @property
+    @functools.cached_property
     def agent_ref(self) -> str:
         return one_way_ref("agent", self.invocation.agent_id)
 
-    @property
+    @functools.cached_property
     def session_ref(self) -> str:
         return one_way_ref("session", self.invocation.session)
 
-    @property
+    @functools.cached_property
     def now_instant(self) -> str:
         return format_instant(self.now_ms)
 
-    @property
+    @functools.cached_property
     def subject(self) -> Subject:
         inv = self.invocation
         return Subject(

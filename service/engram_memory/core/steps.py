@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from engram_memory.contract.canonical import JsonValue, canonical_text
-from engram_memory.contract.digests import digest, one_way_ref, operation_digest
+from engram_memory.contract.digests import digest, one_way_ref
 from engram_memory.contract.errors import ErrorCode, ProtocolCode
 from engram_memory.contract.exceptions import (
     KeyFileBroken,
@@ -162,7 +162,7 @@ def guard_mutation(
     Raises:
         ProtocolRefusal / ToolError: from the gate or the authorization.
     """
-    op_digest = operation_digest(ctx.tool, parsed.arguments)
+    op_digest = parsed.operation_digest(ctx.tool)
     need = ctx.services.decider.confirmation(ctx.subject, ctx.tool, classifiers)
     audit.decided(need.decision)
     pass_confirmation_gate(

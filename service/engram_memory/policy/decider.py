@@ -60,6 +60,7 @@ from engram_memory.policy.decisions import (
     Subject as Subject,
 )
 from engram_memory.policy.engine import BundleIdentity, EngineAnswer, PolicyEngine
+from engram_memory.policy.parsed_results import ParsedResults
 from engram_memory.policy.receipts import Decision, mint_receipt
 from engram_memory.policy.result_shapes import (
     AdmissionShape,
@@ -124,6 +125,7 @@ class PolicyDecider:
             PinnedRevision(trust) if isinstance(trust, BundleIdentity) else trust
         )
         self._clock_ms = clock_ms
+        self._parsed = ParsedResults()
 
     @property
     def expected(self) -> BundleIdentity:
@@ -171,10 +173,12 @@ class PolicyDecider:
         result = answer.result
         assert isinstance(result, Mapping)  # checked by _evaluate
         try:
-            parsed = model.model_validate(result)
-            # Serialized once: for the receipt's digests and for the kept decision.
+            # Serialized once: for the receipt's digests and for the kept decision; a result
+            # the engine answered before is parsed and serialized once (parsed_results.py).
+            parsed, result_json = self._parsed.derive(
+                path, model, result, answer.result_text, model.model_validate
+            )
             input_json = canonical_json(normalize(dict(policy_input)))
-            result_json = canonical_json(normalize(dict(result)))
             receipt = mint_receipt(
                 policy_path=path,
                 input_json=input_json,

@@ -55,26 +55,29 @@ class _AnswerMemo:
         except (TypeError, ValueError):
             return None  # not JSON: evaluated (and refused) without the memo
 
-    def recall(self, key: str) -> object | None:
+    def recall(self, key: str) -> tuple[object, str] | None:
+        """The remembered answer and its text, or None."""
         with self._lock:
             text = self._answers.get(key)
             if text is None:
                 return None
             self._answers.move_to_end(key)
         result: object = json.loads(text)
-        return result
+        return result, text
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._answers)
 
-    def keep(self, key: str, result: object) -> None:
+    def keep(self, key: str, result: object) -> str:
+        """Remember `result`; return the text it is remembered as."""
         text = json.dumps(result, separators=(",", ":"))
         with self._lock:
             self._answers[key] = text
             self._answers.move_to_end(key)
             while len(self._answers) > self._entries:
                 self._answers.popitem(last=False)
+        return text
 
 
 class EmbeddedWasmEngine:
@@ -162,7 +165,8 @@ class EmbeddedWasmEngine:
         if key is not None and self._memo is not None:
             remembered = self._memo.recall(key)
             if remembered is not None:
-                return EngineAnswer(result=remembered, revision=self.identity.revision)
+                result, text = remembered
+                return EngineAnswer(result, self.identity.revision, result_text=text)
         try:
             result = self._policy.evaluate(dict(policy_input), entrypoint=path)
         # The one boundary to third-party Wasm code: any failure in there (typed
@@ -173,7 +177,8 @@ class EmbeddedWasmEngine:
         if result is UNDEFINED:
             raise PolicyUnavailable(f"wasm: undefined result for {path}")
         if key is not None and self._memo is not None:
-            self._memo.keep(key, result)
+            text = self._memo.keep(key, result)
+            return EngineAnswer(result, self.identity.revision, result_text=text)
         return EngineAnswer(result=result, revision=self.identity.revision)
 
     def remembered_answers(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")  # fullmatch only
@@ -48,6 +48,10 @@ class EngineAnswer:
 
     result: object
     revision: str
+    # The engine's own serialization of `result` when it remembers answers (None: it does
+    # not): equal texts are equal results, so the decider reuses what it derived from one.
+    # Not part of the answer's value: a remembered answer equals a fresh one.
+    result_text: str | None = field(default=None, compare=False)
 
 
 class PolicyEngine(Protocol):

@@ -37,7 +37,7 @@ from engram_memory.contract.exceptions import (
 from engram_memory.contract.parsing import (
     ParsedArguments,
     check_bound_purpose,
-    decode_arguments,
+    decode_arguments_json,
     validate_arguments,
 )
 from engram_memory.contract.refusals import PreBindingRefusal, RefusalReason
@@ -149,10 +149,11 @@ def parse_call(
     if argument_defect is not None:
         raise ToolError(ErrorCode.INVALID_SCHEMA, f"arguments:{argument_defect}")
     tool = ToolName(ctx.tool)
-    arguments = decode_arguments(raw_arguments)
+    # Serialized once here: the size cap and, later, the operation digest read these bytes.
+    arguments, arguments_json = decode_arguments_json(raw_arguments)
     check_bound_purpose(tool, arguments, ctx.invocation.purpose_ref)
     detector = _never_store_detector(discovery.never_store_patterns)
-    parsed = validate_arguments(tool, arguments, detector=detector)
+    parsed = validate_arguments(tool, arguments, detector=detector, arguments_json=arguments_json)
     if not discovery.classifiers or tool not in _CLASSIFIED_TOOLS:
         return parsed
     return dataclasses.replace(parsed, classifiers=_classifiers(discovery))
