@@ -50,7 +50,8 @@ def _child(rounds: int, profile: bool) -> dict[str, Any]:
 
     cpu: dict[str, list[float]] = defaultdict(list)
     wall: dict[str, list[float]] = defaultdict(list)
-    profiles: dict[str, cProfile.Profile] = defaultdict(cProfile.Profile)
+    # CPU time of this thread, not wall time: what a loaded machine does not inflate.
+    profiles: dict[str, cProfile.Profile] = defaultdict(lambda: cProfile.Profile(time.thread_time))
     measuring = [False]
     call_tool = MemoryService.call_tool
 
@@ -166,7 +167,7 @@ def _category(filename: str, function: str) -> str:
 
 
 def _split(profiler: cProfile.Profile, calls: int) -> dict[str, float]:
-    """Profiled ms per call by category (own time of each function)."""
+    """Profiled CPU ms per call by category (own time of each function)."""
     totals: dict[str, float] = defaultdict(float)
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
     for (filename, _line, function), (_cc, _nc, own, _cum, _callers) in stats.items():
@@ -238,7 +239,7 @@ def main() -> int:
     series.update(
         {f"wall per call, {label}": {tool: wall[label][tool] for tool in TOOLS} for label in wall}
     )
-    print(
+    markdown = (
         write_report(
             "hot_python",
             "The Python work of a call: CPU per call per tool, before and after (in-process)",
@@ -255,8 +256,65 @@ def main() -> int:
                 "machine load after": machine_load(),
             },
         )
+        + _remains_table(profile, {tool: _median(cpu["after"][tool]) for tool in TOOLS})
+        + _pieces_table(pieces)
     )
+    (Path(args.out) / "hot_python.md").write_text(markdown)
+    print(markdown)
     return 0
+
+
+_NOT_PYTHON = ("store (DuckDB, call log)", "files (fsync, key files, anchor)")
+
+
+def _remains_table(profile: dict[str, dict[str, float]], cpu_p50: dict[str, float]) -> str:
+    """What remains per tool (profiled CPU ms per call by category), and the Python floor:
+    the unprofiled CPU p50 less what the profile puts in the store and files (their time is
+    in C, which profiling inflates little; Python's own is inflated, so its profiled sum is
+    an upper bound)."""
+    categories = sorted({name for split in profile.values() for name in split})
+    lines = [
+        "",
+        "## What remains per call (after), profiled CPU ms per call by category",
+        "",
+        "| category | " + " | ".join(TOOLS) + " |",
+        "|---|" + "---|" * len(TOOLS),
+    ]
+    for name in categories:
+        cells = [f"{profile.get(tool, {}).get(name, 0.0):.2f}" for tool in TOOLS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    python = {
+        tool: sum(ms for name, ms in profile.get(tool, {}).items() if name not in _NOT_PYTHON)
+        for tool in TOOLS
+    }
+    outside = {
+        tool: sum(ms for name, ms in profile.get(tool, {}).items() if name in _NOT_PYTHON)
+        for tool in TOOLS
+    }
+    lines.append(
+        "| **Python, profiled (upper bound)** | "
+        + " | ".join(f"{python[tool]:.2f}" for tool in TOOLS)
+        + " |"
+    )
+    lines.append(
+        "| **Python floor: CPU p50 − store − files** | "
+        + " | ".join(f"{max(cpu_p50[tool] - outside[tool], 0.0):.2f}" for tool in TOOLS)
+        + " |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _pieces_table(pieces: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "",
+        "## The pieces cut, each alone (µs CPU, median of runs)",
+        "",
+        "| piece | before | after |",
+        "|---|---|---|",
+    ]
+    for name, before in pieces["before"].items():
+        lines.append(f"| {name} | {before} | {pieces['after'][name]} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
