@@ -2,25 +2,34 @@
 
 Usage: python -m bench.floor_server stdio | http PORT
 
-Built with the same SDK low-level `Server`, worker pool hop and uvicorn settings as the real
-server (engram_memory.server.mcp_wiring), so the time a benchmark measures against it is what the
-transport and the SDK cost, and the difference to a real tool is the service's own cost.
+Over stdio: the SDK's low-level `Server` with the same worker pool hop as the real server.
+Over HTTP: the real server's own stack (engram_memory.server.mcp_http: connection guard,
+drain, strict JSON gate, constant errors, the SDK app, the worker hop and the envelope's
+text) around a stand-in service whose one tool does nothing, so that what a benchmark
+measures against it is what our transport and the SDK cost, and the difference to a real
+tool is the service's own cost (ENGRAM_HOST_KEYS names the trusted keys, as for `serve`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+import time
+from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
-import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from engram_memory.transport.http_serving import HealthProbe
-from engram_memory.transport.stopping import GracefulStop
+from engram_memory.contract.refusals import PreBindingRefusal
+from engram_memory.contract.schemas import ToolSpec
+from engram_memory.host.keys import HostKeyring
+from engram_memory.server.mcp_http import http_server
+from engram_memory.tools.dispatch import CallRequest, MemoryService
+from engram_memory.transport.http_serving import listen
 
 TOOL = "floor_echo"
 _WORKERS = anyio.CapacityLimiter(4)
@@ -28,6 +37,34 @@ _WORKERS = anyio.CapacityLimiter(4)
 
 def _answer(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "output": {"value": {"echo": arguments.get("n", 0)}}}
+
+
+class _FloorServices:
+    """What the HTTP transport reads of the service's wiring: the trusted keys and a clock."""
+
+    def __init__(self, host_keys: HostKeyring) -> None:
+        self.host_keys = host_keys
+
+    def clock_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class FloorService:
+    """Stands in for `MemoryService` behind the real transport: one tool, which answers at
+    once (no token check, no store, no policy: the service's whole cost left out)."""
+
+    def __init__(self, host_keys: HostKeyring) -> None:
+        self.services = _FloorServices(host_keys)
+
+    def call_tool(self, request: CallRequest) -> dict[str, Any]:
+        return _answer(dict(request.arguments))
+
+    def list_tools(self, token: object, *, transport: str, peer: str) -> list[ToolSpec]:
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+        return [ToolSpec(TOOL, TOOL, "answers at once", {}, schema, {"type": "object"})]
+
+    def refused_before_binding(self, refusal: PreBindingRefusal) -> None:
+        return None
 
 
 def build() -> Server[Any]:
@@ -68,15 +105,10 @@ def main() -> int:
         anyio.run(_stdio)
         return 0
     port = int(sys.argv[2])
-    app = build().streamable_http_app(
-        streamable_http_path="/mcp", json_response=False, host="127.0.0.1"
-    )
-    # The real server's health probe in front, as in serve: the start-up wait
-    # (`wait_until_listening`) asks /healthz, and every MCP request passes the same check.
-    probed = HealthProbe(app, GracefulStop())
-    uvicorn.Server(
-        uvicorn.Config(probed, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-    ).run()
+    keyring = HostKeyring.from_file(Path(os.environ["ENGRAM_HOST_KEYS"]))
+    service = cast("MemoryService", FloorService(keyring))
+    listener = listen("127.0.0.1", port)
+    http_server(service, "127.0.0.1", port).run(sockets=[listener])
     return 0
 
 

@@ -6,13 +6,17 @@ Usage: .venv/bin/python -m bench.http_concurrency [--clients 16] [--seconds 20] 
 One `serve --transport http` process (embedded engine, fsync and every check on), a store
 seeded with records; each client is its own SDK session and loops over a mix of search, get,
 capture and request_admission (of its own captures) with a fresh signed context per call.
-The floor is the same load of a do-nothing tool on `bench.floor_server` over the same
-transport. Reports calls/s, p50/p99 and errors; writes `http_concurrency.{json,md,png}`.
+The floor is the same load (same clients, a fresh signed context per call) of a do-nothing
+tool on `bench.floor_server`, served through our own HTTP stack (guard, drain, JSON gate,
+the SDK app, the worker hop). Reports calls/s, p50/p99, errors and the server's CPU time
+per call (user + system, which the machine's load barely moves); writes
+`http_concurrency.{json,md,png}`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -20,13 +24,12 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
-from mcp.client.client import Client
 
 from bench.report import RESULTS, machine_load, percentile, write_report
 from engram_memory.admin.host_setup import init_host_dir
@@ -56,13 +59,31 @@ def _start(command: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[by
     return process, url
 
 
-class Load:
-    """Samples and errors of one load run."""
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process `pid` has used: unlike latency, it barely moves
+    with the machine's load, so it is the figure to compare across runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self) -> None:
+
+class Load:
+    """Samples and errors of one load run, and the server's CPU time while it ran."""
+
+    def __init__(self, pid: int | None = None) -> None:
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.errors = 0
         self.calls = 0
+        self._pid = pid
+        self.cpu_s = 0.0
+
+    @contextmanager
+    def measuring_cpu(self) -> Iterator[None]:
+        start = _cpu_seconds(self._pid) if self._pid is not None else 0.0
+        try:
+            yield
+        finally:
+            if self._pid is not None:
+                self.cpu_s = _cpu_seconds(self._pid) - start
 
 
 async def _client_loop(
@@ -103,7 +124,7 @@ async def _client_loop(
 
 
 async def _engram(
-    url: str, signer: HostSigningKey, clients: int, seconds: float, records: int
+    url: str, pid: int, signer: HostSigningKey, clients: int, seconds: float, records: int
 ) -> Load:
     async with connect(url, signer, BINDING) as seeder:
         record_ids = []
@@ -117,7 +138,7 @@ async def _engram(
             }
             admitted = (await seeder.call("engram_memory_request_admission", admit)).envelope
             record_ids.append(admitted["output"]["value"]["outcome"]["record_id"])
-    load = Load()
+    load = Load(pid)
     async with connect(url, signer, BINDING) as warm:
         await _client_loop(warm, record_ids, Load(), time.perf_counter() + _warm_up(2, seconds))
     hosts: list[ReferenceHost] = []
@@ -125,39 +146,40 @@ async def _engram(
         for _ in range(clients):
             hosts.append(await stack.enter_async_context(connect(url, signer, BINDING)))
         until = time.perf_counter() + seconds
-        async with anyio.create_task_group() as group:
-            for host in hosts:
-                group.start_soon(_client_loop, host, record_ids, load, until)
+        with load.measuring_cpu():
+            async with anyio.create_task_group() as group:
+                for host in hosts:
+                    group.start_soon(_client_loop, host, record_ids, load, until)
     return load
 
 
-async def _floor_loop(client: Client, load: Load, until: float) -> None:
+async def _floor_loop(host: ReferenceHost, load: Load, until: float) -> None:
     n = 0
     while time.perf_counter() < until:
         n += 1
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name="floor_echo", arguments={"n": n})
-        )
         start = time.perf_counter()
         try:
-            await client.session.send_request(request, types.CallToolResult)
+            ok = bool((await host.call("floor_echo", {"n": n})).envelope.get("ok"))
         except Exception:  # noqa: BLE001
-            load.errors += 1
+            ok = False
         load.samples["floor_echo"].append((time.perf_counter() - start) * 1000)
         load.calls += 1
+        if not ok:
+            load.errors += 1
 
 
-async def _floor(url: str, clients: int, seconds: float) -> Load:
-    load = Load()
+async def _floor(url: str, pid: int, signer: HostSigningKey, clients: int, seconds: float) -> Load:
+    load = Load(pid)
     async with AsyncExitStack() as stack:
-        sessions = [
-            await stack.enter_async_context(Client(url, cache=None)) for _ in range(clients)
+        hosts = [
+            await stack.enter_async_context(connect(url, signer, BINDING)) for _ in range(clients)
         ]
-        await _floor_loop(sessions[0], Load(), time.perf_counter() + _warm_up(1, seconds))
+        await _floor_loop(hosts[0], Load(), time.perf_counter() + _warm_up(1, seconds))
         until = time.perf_counter() + seconds
-        async with anyio.create_task_group() as group:
-            for session in sessions:
-                group.start_soon(_floor_loop, session, load, until)
+        with load.measuring_cpu():
+            async with anyio.create_task_group() as group:
+                for host in hosts:
+                    group.start_soon(_floor_loop, host, load, until)
     return load
 
 
@@ -173,6 +195,7 @@ def _summary(load: Load, seconds: float) -> dict[str, float]:
         "p50 ms": round(percentile(every, 0.5), 2),
         "p99 ms": round(percentile(every, 0.99), 2),
         "errors": load.errors,
+        "server CPU ms/call": round(1000 * load.cpu_s / max(1, load.calls), 2),
     }
 
 
@@ -190,19 +213,23 @@ def main() -> int:
         workdir = Path(tmp)
         root_key, signing_key, public_keys = init_host_dir(workdir / "secrets")
         env = server_env(workdir / "data", root_key, public_keys)
+        signer = HostSigningKey.from_pem_file(signing_key)
         serve = [sys.executable, "-m", "engram_memory.cli", "serve", "--transport", "http"]
         print(f"engram: {args.clients} clients, {args.seconds} s", file=sys.stderr, flush=True)
         process, url = _start([*serve, "--port"], env)
         try:
-            signer = HostSigningKey.from_pem_file(signing_key)
-            engram = anyio.run(_engram, url, signer, args.clients, args.seconds, args.records)
+            engram = anyio.run(
+                _engram, url, process.pid, signer, args.clients, args.seconds, args.records
+            )
         finally:
             process.terminate()
             process.wait(timeout=30)
         print("floor: same load on a do-nothing tool", file=sys.stderr, flush=True)
         floor_process, floor_url = _start([sys.executable, "-m", "bench.floor_server", "http"], env)
         try:
-            floor = anyio.run(_floor, floor_url, args.clients, args.seconds)
+            floor = anyio.run(
+                _floor, floor_url, floor_process.pid, signer, args.clients, args.seconds
+            )
         finally:
             floor_process.terminate()
             floor_process.wait(timeout=30)
