@@ -74,6 +74,13 @@ def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> N
     # The floor server answers /healthz like serve (the start-up wait asks it): both ran.
     assert set(results) == {"engram, mixed calls", "floor (do-nothing tool)"}
     assert all(any(samples.values()) for samples in results.values())
+    # The floor is served through our own stack to the same signed-context clients: its
+    # calls pass the guard and the JSON gate, so an error there would show here.
+    figures = report["figures"]
+    assert isinstance(figures, dict)
+    for side in ("engram", "floor"):
+        assert figures[side]["errors"] == 0
+        assert figures[side]["server CPU ms/call"] > 0
 
 
 def test_decision_replay_tiny(tmp_path: Path) -> None:
