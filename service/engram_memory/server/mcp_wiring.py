@@ -237,10 +237,17 @@ def build_server(
             transport=transport,
             peer=_peer(ctx, transport),
         )
+
+        def answer() -> tuple[dict[str, Any], str]:
+            # The envelope's text is made on the worker too: it grows with the answer (a
+            # search page), and the event loop meanwhile reads and writes other requests.
+            envelope = opened.call_tool(request)
+            return envelope, envelope_json(envelope)
+
         try:
             with stop.cancellable(cancellation):
-                envelope = await anyio.to_thread.run_sync(
-                    opened.call_tool, request, limiter=_WORKER_LIMIT, abandon_on_cancel=True
+                envelope, text = await anyio.to_thread.run_sync(
+                    answer, limiter=_WORKER_LIMIT, abandon_on_cancel=True
                 )
         except anyio.get_cancelled_exc_class():
             # The client cancelled (the SDK sends no response): the worker stops with
@@ -251,7 +258,7 @@ def build_server(
             _explain(refusal)
             raise _rpc_error(refusal.code) from None
         return types.CallToolResult(
-            content=[types.TextContent(text=envelope_json(envelope))],
+            content=[types.TextContent(text=text)],
             structured_content=envelope,
             is_error=not envelope["ok"],
         )
