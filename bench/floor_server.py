@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -24,12 +24,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from engram_memory.contract.refusals import PreBindingRefusal
 from engram_memory.contract.schemas import ToolSpec
 from engram_memory.host.keys import HostKeyring
-from engram_memory.server.mcp_http import http_server
-from engram_memory.tools.dispatch import CallRequest, MemoryService
-from engram_memory.transport.http_serving import listen
+
+if TYPE_CHECKING:  # the service's modules stay out of the stdio floor's start-up
+    from engram_memory.contract.refusals import PreBindingRefusal
+    from engram_memory.tools.dispatch import CallRequest, MemoryService
 
 TOOL = "floor_echo"
 _WORKERS = anyio.CapacityLimiter(4)
@@ -104,6 +104,9 @@ def main() -> int:
     if sys.argv[1:2] == ["stdio"]:
         anyio.run(_stdio)
         return 0
+    from engram_memory.server.mcp_http import http_server  # the HTTP stack: only here
+    from engram_memory.transport.http_serving import listen
+
     port = int(sys.argv[2])
     keyring = HostKeyring.from_file(Path(os.environ["ENGRAM_HOST_KEYS"]))
     service = cast("MemoryService", FloorService(keyring))
