@@ -42,6 +42,7 @@ def store_item_keys(
     """
     by_shard: dict[Path, list[tuple[Path, bytes, bytes]]] = defaultdict(list)
     for item_id, data_key in items:
+        store.opened.drop(scope_ref, item_id)  # as `store_item_key` does (crypto/key_cache.py)
         path = store.path_for(scope_ref, item_id)
         by_shard[path.parent].append((path, name_digest(scope_ref, item_id), data_key))
     tag = scope_tag(scope_ref)

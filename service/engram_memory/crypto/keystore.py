@@ -34,6 +34,7 @@ from engram_memory.contract.exceptions import (
 )
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.destruction_pause import DestructionPause
+from engram_memory.crypto.key_cache import OpenedKeys, file_identity
 from engram_memory.crypto.keys import RootKey, scope_tag
 
 KEY_SUFFIX = ".key"
@@ -137,6 +138,8 @@ class KeyStore:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
         # A backup's key copy holds destructions back (crypto/destruction_pause.py).
         self.destructions = DestructionPause()
+        # Unwrapped keys of recent reads; every write and destruction here drops its entry.
+        self.opened = OpenedKeys()
 
     @staticmethod
     def file_name(scope_ref: str, item_id: str) -> str:
@@ -241,6 +244,7 @@ class KeyStore:
                 blob = keyfile.wrap(root, header, name_digest(scope_ref, item_id), data_key)
             except UnknownRootKey as exc:
                 raise KeyStoreUnavailable("key state names a root key not held") from exc
+            self.opened.drop(scope_ref, item_id)
             write_durably(path, blob, ".tmp")
 
     def load_item_key(self, root: RootKey, scope_ref: str, item_id: str) -> bytes | None:
@@ -250,14 +254,23 @@ class KeyStore:
             KeyFileBroken: the file does not open (tampered, foreign, root not held).
             KeyStoreUnavailable: the file exists but cannot be read.
         """
+        path = self.path_for(scope_ref, item_id)
+        cached = self.opened.get(scope_ref, item_id)
+        identity = file_identity(path)
+        if cached is not None and cached[1] == identity:
+            return cached[0]  # the very file it was read from is still there, unchanged
+        version = self.opened.version()
         blob = self.get(scope_ref, item_id)
         if blob is None:
             return None
         if keyfile.is_legacy(blob):
-            return keyfile.unwrap_legacy(root, blob, scope_ref, item_id)
-        header, data_key = keyfile.unwrap(root, blob, name_digest(scope_ref, item_id))
-        if header.tag != scope_tag(scope_ref):
-            raise KeyFileBroken("key file of another scope")
+            data_key = keyfile.unwrap_legacy(root, blob, scope_ref, item_id)
+        else:
+            header, data_key = keyfile.unwrap(root, blob, name_digest(scope_ref, item_id))
+            if header.tag != scope_tag(scope_ref):
+                raise KeyFileBroken("key file of another scope")
+        if identity is not None:
+            self.opened.keep(scope_ref, item_id, data_key, identity, version)
         return data_key
 
     # -- raw files -------------------------------------------------------------------------
@@ -274,6 +287,7 @@ class KeyStore:
         except OSError as exc:
             raise KeyStoreUnavailable("key directory cannot be created") from exc
         with self.shard_lock(path.parent, exclusive=False):
+            self.opened.drop(scope_ref, item_id)
             write_durably(path, wrapped, ".tmp")
 
     def get(self, scope_ref: str, item_id: str) -> bytes | None:
@@ -299,14 +313,20 @@ class KeyStore:
         Returns False (destruction still pending) if the file system refused; the caller
         reports `pending` and a later destroy completes it.
         """
-        path = self.path_for(scope_ref, item_id)
-        if not path.parent.is_dir():
-            return True
+        # Dropped before (no read is served it from now on) and after (a read that opened the
+        # file meanwhile cannot keep it: `OpenedKeys.keep` sees the version moved).
+        self.opened.drop(scope_ref, item_id)
         try:
-            with self.destructions.destroying(), self.shard_lock(path.parent, exclusive=False):
-                return shred(path)
-        except KeyStoreUnavailable:
-            return False
+            path = self.path_for(scope_ref, item_id)
+            if not path.parent.is_dir():
+                return True
+            try:
+                with self.destructions.destroying(), self.shard_lock(path.parent, exclusive=False):
+                    return shred(path)
+            except KeyStoreUnavailable:
+                return False
+        finally:
+            self.opened.drop(scope_ref, item_id)
 
 
 def write_durably(path: Path, data: bytes, temporary_suffix: str) -> None:

@@ -50,6 +50,7 @@ from engram_memory.store.logged_calls import CallLogWriting, ProjectionProbe
 from engram_memory.store.projection import Projection
 from engram_memory.store.projector import BackgroundProjector
 from engram_memory.store.published import Publication
+from engram_memory.store.read_cache import RecordCache
 from engram_memory.store.readers import ReaderPool
 from engram_memory.store.schema import apply_migrations, check_version
 from engram_memory.store.side_writes import side_transaction
@@ -88,6 +89,9 @@ class Database(CallLogWriting):
         self.deferred = DeferredWork()
         # Hands committed index changes to the search index (store/index_changes.py).
         self.index_commits = IndexCommits()
+        # The rows `get` and search pages read, kept exact by every COMMIT before it returns
+        # (store/read_cache.py).
+        self.read_cache = RecordCache()
         self._projection: Projection | None = None
         self._projector: BackgroundProjector | None = None
         self._projection_probe: ProjectionProbe | None = None
@@ -297,10 +301,15 @@ class Database(CallLogWriting):
                     # DuckDB rolls the transaction back when its WAL cannot be written.
                     self.index_commits.end(changes, "rolled_back")
                     raise failure from exc
+                if changes:
+                    self.read_cache.clear()
                 self.index_commits.end(changes, "unknown")
                 if isinstance(failure, StoreCorrupt):
                     raise failure from exc
                 raise CommitOutcomeUnknown("commit failed") from exc
+            # Before the heads are published and the call answered: a changed record is
+            # never served from memory after its change committed.
+            self.read_cache.apply(changes)
             self.index_commits.end(changes, "committed")
             if tx.wrote:
                 self._commits.count = self.commits_on_this_thread() + 1

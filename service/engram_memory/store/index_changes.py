@@ -41,6 +41,36 @@ class PostingBatch:
 
 
 @dataclass(frozen=True)
+class RecordRow:
+    """A `records` row as the readers use it (store/memory.py reads and writes it)."""
+
+    record_id: str
+    state: str
+    record_digest: str
+    payload_digest: str
+    guard_digest: str
+    recorded_cursor: int
+    accept_cursor: int
+    valid_t: int
+    valid_t_end: int | None
+    expires_at_ms: int | None
+    sealed_body: bytes | None
+
+
+@dataclass(frozen=True)
+class RecordWritten:
+    """A record row was inserted, whole (its sealed body included): the read cache
+    (store/read_cache.py) publishes it; the search index follows `RecordAdmitted`."""
+
+    scope_ref: str
+    row: RecordRow
+
+    @property
+    def record_id(self) -> str:
+        return self.row.record_id
+
+
+@dataclass(frozen=True)
 class RecordAdmitted:
     """A record row was inserted (it is `accepted_current`)."""
 
@@ -94,7 +124,14 @@ class RecordEmbedded:
     citation_keys: tuple[str, ...]
 
 
-IndexChange = RecordAdmitted | RecordStateSet | DocumentIndexed | DocumentPurged | RecordEmbedded
+IndexChange = (
+    RecordAdmitted
+    | RecordStateSet
+    | DocumentIndexed
+    | DocumentPurged
+    | RecordEmbedded
+    | RecordWritten
+)
 
 
 class IndexListener(Protocol):

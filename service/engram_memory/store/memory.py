@@ -18,6 +18,10 @@ from engram_memory.store.index_changes import (
     PostingBatch,
     RecordAdmitted,
     RecordStateSet,
+    RecordWritten,
+)
+from engram_memory.store.index_changes import (
+    RecordRow as RecordRow,  # defined beside the change that carries it; read here
 )
 from engram_memory.store.transaction import Transaction
 
@@ -35,21 +39,6 @@ class CandidateRow:
     record_id: str
     capture_cursor: int
     sealed_body: bytes | None  # None once the candidate ended (its key is destroyed too)
-
-
-@dataclass(frozen=True)
-class RecordRow:
-    record_id: str
-    state: str
-    record_digest: str
-    payload_digest: str
-    guard_digest: str
-    recorded_cursor: int
-    accept_cursor: int
-    valid_t: int
-    valid_t_end: int | None
-    expires_at_ms: int | None
-    sealed_body: bytes | None
 
 
 @dataclass(frozen=True)
@@ -161,6 +150,7 @@ def insert_record(
             expires_at_ms=row.expires_at_ms,
         )
     )
+    tx.note_index_change(RecordWritten(scope_ref, row))
 
 
 def _record_row(row: tuple[Any, ...]) -> RecordRow:

@@ -23,11 +23,13 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
     record_id = str(args["record_id"])
     audit.targets(record_id)
     authz = steps.authorize(ctx, audit, base_classifiers(parsed.classifiers))
-    with ctx.services.database.reading(audit_complete=False) as tx:
-        as_of = reading.AsOf(ctx.now_ms, reading.high_water(tx, ctx))
-        record = reading.revalidated_record(tx, ctx, record_id, as_of)
-    if record is None:
+    as_of = reading.published_as_of(ctx)
+    # From the read cache when it holds the row (no statement), else one snapshot read.
+    with reading.Snapshot(ctx) as snapshot:
+        row = reading.current_rows(ctx, [record_id], snapshot).get(record_id)
+    if row is None or not reading.is_eligible(row, as_of, ctx.now_ms):
         raise ToolError(ErrorCode.NOT_FOUND, "record not available")
+    record = steps.open_item(ctx, record_id, row.sealed_body)
     # The decision for this record's classifier names (the call's own when none matched):
     # its redaction applies, and the read receipt binds it.
     applied = RecordRedactions(ctx, audit, authz, parsed.classifiers).applied(record)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.digests import digest
-from engram_memory.core import steps
 from engram_memory.core.runtime import CallContext
 from engram_memory.policy.decider import Redaction
 from engram_memory.search.redaction import redact, redaction_receipt_digest
-from engram_memory.store import journal, memory
+from engram_memory.store import memory
 from engram_memory.store.transaction import Transaction
 
 
@@ -22,8 +23,12 @@ class AsOf:
     system_as_of: int
 
 
-def high_water(tx: Transaction, ctx: CallContext) -> int:
-    return journal.head(tx, ctx.scope_ref)[0]
+def published_as_of(ctx: CallContext) -> AsOf:
+    """Now, at the scope's journal head as last published (no statement). Taken before the
+    rows are looked up: a row published after it (by a later commit) is then not eligible
+    at it, and a row evicted after it was eligible at it."""
+    _, heads = ctx.services.database.heads()
+    return AsOf(ctx.now_ms, heads.journal_head(ctx.scope_ref)[0])
 
 
 def is_eligible(row: memory.RecordRow, as_of: AsOf, now_ms: int) -> bool:
@@ -40,20 +45,54 @@ def is_eligible(row: memory.RecordRow, as_of: AsOf, now_ms: int) -> bool:
     return row.expires_at_ms is None or now_ms < row.expires_at_ms
 
 
-def eligible_row(
-    tx: Transaction, ctx: CallContext, record_id: str, as_of: AsOf
-) -> memory.RecordRow | None:
-    """The record's row if eligible at `as_of`, else None (unknown, foreign, ineligible)."""
-    row = memory.get_record(tx, ctx.scope_ref, record_id)
-    return row if row is not None and is_eligible(row, as_of, ctx.now_ms) else None
+def current_rows(
+    ctx: CallContext, record_ids: Sequence[str], snapshot: Callable[[], Transaction]
+) -> dict[str, memory.RecordRow]:
+    """The committed rows of `record_ids` in the caller's scope (absent: unknown, foreign or
+    not eligible by state): from the read cache (store/read_cache.py), the rest read from
+    `snapshot()` (a read transaction, opened only when something missed) and kept."""
+    cache = ctx.services.database.read_cache
+    rows: dict[str, memory.RecordRow] = {}
+    missing: list[str] = []
+    for record_id in record_ids:
+        row = cache.lookup(ctx.scope_ref, record_id)
+        if row is None:
+            missing.append(record_id)
+        else:
+            rows[record_id] = row
+    if missing:
+        version = cache.version()  # before the snapshot begins (`RecordCache.fill`)
+        tx = snapshot()
+        if len(missing) == 1:
+            one = memory.get_record(tx, ctx.scope_ref, missing[0])
+            read = {} if one is None else {missing[0]: one}
+        else:
+            read = memory.get_records_by_id(tx, ctx.scope_ref, missing)
+        for record_id, row in read.items():
+            cache.fill(ctx.scope_ref, row, version)
+            rows[record_id] = row
+    return rows
 
 
-def revalidated_record(
-    tx: Transaction, ctx: CallContext, record_id: str, as_of: AsOf
-) -> dict[str, JsonValue] | None:
-    """The full record if still eligible at `as_of`, else None."""
-    row = eligible_row(tx, ctx, record_id, as_of)
-    return None if row is None else steps.open_item(ctx, record_id, row.sealed_body)
+class Snapshot:
+    """A read transaction begun only if a step needs the store (a cache miss, the slower
+    ranking path), then shared by every later step of the call; ended on exit."""
+
+    def __init__(self, ctx: CallContext) -> None:
+        self._database = ctx.services.database
+        self._stack = ExitStack()
+        self._tx: Transaction | None = None
+
+    def __call__(self) -> Transaction:
+        if self._tx is None:
+            self._tx = self._stack.enter_context(self._database.reading(audit_complete=False))
+        return self._tx
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
 
 
 def redacted_view(

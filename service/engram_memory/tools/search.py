@@ -40,8 +40,6 @@ from engram_memory.search.receipts import (
     ordered_ids_digest,
     search_output,
 )
-from engram_memory.store import journal
-from engram_memory.store.transaction import Transaction
 from engram_memory.tools import reading
 from engram_memory.tools.record_redaction import RecordRedactions, base_classifiers, redaction_of
 from engram_memory.tools.search_paths import distinct, page_bodies, ranked_list
@@ -83,10 +81,12 @@ def _parameters(args: Mapping[str, Any]) -> SearchParameters:
 
 
 def _pinned(
-    ctx: CallContext, tx: Transaction, cursor: object, binding: str
+    ctx: CallContext, cursor: object, binding: str
 ) -> tuple[reading.AsOf, PageCursorFields | None, str]:
-    """(the pinned pair, the cursor's fields, the scope's journal head hash)."""
-    high_water, head_hash = journal.head(tx, ctx.scope_ref)
+    """(the pinned pair, the cursor's fields, the scope's journal head hash), at the heads
+    as last published (no statement)."""
+    _, heads = ctx.services.database.heads()
+    high_water, head_hash = heads.journal_head(ctx.scope_ref)
     if cursor is None:
         return reading.AsOf(ctx.now_ms, high_water), None, head_hash
     fields = decode_page_cursor(str(cursor), binding, ctx.services.root_key.page_cursor_secret())
@@ -110,14 +110,16 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
     terms = distinct(query_terms(params.query, indexing.scope_term_key(ctx)))
     database = ctx.services.database
     sequence = None if index is None else database.index_commits.stable_sequence(STABLE_WAIT_S)
-    with database.reading(audit_complete=False) as tx:
-        as_of, pinned, head_hash = _pinned(ctx, tx, args.get("page_cursor"), binding)
+    # The store is read only if the index cannot rank this snapshot or a page's row is not
+    # in the read cache; the heads are taken after `sequence`, as a snapshot's would be.
+    with reading.Snapshot(ctx) as store_read:
+        as_of, pinned, head_hash = _pinned(ctx, args.get("page_cursor"), binding)
         semantic = use_semantic(ctx, audit, params, None if pinned is None else pinned.profile)
         if semantic:
             listed = semantic_list(ctx, terms, params.query, as_of, sequence)
             ranked = Ranking(listed.record_ids, listed.scores, listed.eligible_count, listed)
         else:
-            lexical = ranked_list(tx, ctx, terms, as_of, sequence)
+            lexical = ranked_list(store_read, ctx, terms, as_of, sequence)
             ranked = Ranking(
                 lexical.record_ids, lexical.scores, lexical.statistics.document_count, None
             )
@@ -133,7 +135,7 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
             offset = pinned.offset
         # Only the records a page can hold are read and opened, in the ranking snapshot.
         window = ordered_ids[offset : offset + params.limit]
-        bodies = page_bodies(tx, ctx, audit, window, as_of)
+        bodies = page_bodies(store_read, ctx, audit, window, as_of)
 
     # Per record: the call's decision, or the one for the names its classifiers matched.
     redactions = RecordRedactions(ctx, audit, authz, parsed.classifiers)

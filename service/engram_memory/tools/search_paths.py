@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode
@@ -81,7 +81,7 @@ def _ranked_from_store(
 
 
 def ranked_list(
-    tx: Transaction,
+    snapshot: Callable[[], Transaction],
     ctx: CallContext,
     terms: Sequence[str],
     as_of: reading.AsOf,
@@ -102,20 +102,21 @@ def ranked_list(
         )
         if ranked is not None:
             return ranked
-    return _ranked_from_store(tx, ctx, terms, as_of)
+    return _ranked_from_store(snapshot(), ctx, terms, as_of)
 
 
 def page_bodies(
-    tx: Transaction,
+    snapshot: Callable[[], Transaction],
     ctx: CallContext,
     audit: CallAudit,
     window: Sequence[str],
     as_of: reading.AsOf,
 ) -> dict[str, dict[str, JsonValue]]:
-    """The opened records of the page's ids, each re-checked for eligibility in the ranking
-    snapshot. A record that fails the check or whose body or key does not open drops out of
-    the page (absent here), with no back-fill; it is named in the call's audit entry."""
-    rows = memory.get_records_by_id(tx, ctx.scope_ref, window)
+    """The opened records of the page's ids, each re-checked for eligibility at the ranking's
+    pinned pair: their rows from the read cache, those it misses from the snapshot. A record
+    that fails the check or whose body or key does not open drops out of the page (absent
+    here), with no back-fill; it is named in the call's audit entry."""
+    rows = reading.current_rows(ctx, window, snapshot)
     bodies: dict[str, dict[str, JsonValue]] = {}
     dropped = 0
     for record_id in window:
