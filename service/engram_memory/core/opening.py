@@ -165,6 +165,8 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
             # The store will be served: what was found looser than 0700/0600 is tightened.
             secure_data_dir(config.data_dir)
             keys = _settled_keys(database, config, grace_s)
+            database.read_cache.resize(config.read_cache_mib * 1024 * 1024)
+            keys.opened.resize(config.read_cache_keys)
             services = Services(
                 database=database,
                 keys=keys,

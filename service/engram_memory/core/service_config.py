@@ -32,6 +32,8 @@
 | ENGRAM_CHECKPOINT_KEY | --checkpoint-key | none (one warning: unsigned); Ed25519 PEM, 0600 |
 | ENGRAM_CHECKPOINT_INTERVAL_S | --checkpoint-interval-s | 300, only when a head moved |
 | ENGRAM_DECISION_INPUT_RETENTION_DAYS | (none) | 90: decision inputs kept for replay; 0: none |
+| ENGRAM_READ_CACHE_MIB | (none) | 64: record rows kept in memory for reads; 0: none |
+| ENGRAM_READ_CACHE_KEYS | (none) | 65536: unwrapped item keys kept in memory; 0: none |
 
 The HTTP settings (http_settings.py) are read only by `serve --transport http`, except
 ENGRAM_MAX_REQUEST_BYTES, which stdio applies to a request line.
@@ -55,8 +57,10 @@ from engram_memory.contract.exceptions import ConfigurationError
 from engram_memory.contract.identifiers import has_refused_character
 from engram_memory.core.decision_keeping import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from engram_memory.core.flood_bound import DEFAULT_BURST, DEFAULT_INTERVAL_MS
+from engram_memory.crypto.key_cache import DEFAULT_MAX_KEYS
 from engram_memory.policy.revision_trust import bundle_service_url
 from engram_memory.policy.signing_keys import VerificationKey, load_verification_key
+from engram_memory.store.read_cache import DEFAULT_MAX_BYTES
 from engram_memory.transport.stopping import DEFAULT_DRAIN_SECONDS
 
 DEFAULT_CHECKPOINT_INTERVAL_S = 300
@@ -89,6 +93,9 @@ class ServiceConfig:
     bundle_service: str | None = None
     # Days each decision's input is kept for `policy replay` (core/decision_keeping.py).
     decision_input_retention_days: int = DEFAULT_RETENTION_DAYS
+    # The bounds of what reads keep in memory (store/read_cache.py, crypto/key_cache.py).
+    read_cache_mib: int = DEFAULT_MAX_BYTES // (1024 * 1024)
+    read_cache_keys: int = DEFAULT_MAX_KEYS
 
     @property
     def uses_opa_server(self) -> bool:
@@ -225,6 +232,20 @@ def load_config(
             DEFAULT_RETENTION_DAYS,
             0,
             MAX_RETENTION_DAYS,
+        ),
+        read_cache_mib=_whole(
+            env.get("ENGRAM_READ_CACHE_MIB"),
+            "ENGRAM_READ_CACHE_MIB",
+            DEFAULT_MAX_BYTES // (1024 * 1024),
+            0,
+            65_536,
+        ),
+        read_cache_keys=_whole(
+            env.get("ENGRAM_READ_CACHE_KEYS"),
+            "ENGRAM_READ_CACHE_KEYS",
+            DEFAULT_MAX_KEYS,
+            0,
+            10_000_000,
         ),
         store_audience=_audience(
             _flag_or_env(flags, env, "ENGRAM_STORE_AUDIENCE"),
