@@ -76,7 +76,9 @@ def _statements(stats: pstats.Stats) -> tuple[int, int]:
     return statements, snapshots
 
 
-def _profile(label: str, calls: list[Callable[[], Any]], top: int) -> None:
+def _profile(
+    label: str, calls: list[Callable[[], Any]], top: int, dump: Path | None = None
+) -> None:
     profile = cProfile.Profile()
     walls: list[float] = []
     cpu_start = time.process_time()
@@ -88,6 +90,8 @@ def _profile(label: str, calls: list[Callable[[], Any]], top: int) -> None:
         walls.append((time.perf_counter() - start) * 1000)
     cpu = (time.process_time() - cpu_start) * 1000 / len(calls)
     stats = pstats.Stats(profile)
+    if dump is not None:
+        stats.dump_stats(str(dump / f"{label}.prof"))
     print(f"\n== {label}: {len(calls)} calls")
     print(f"wall p50 {statistics.median(walls):.2f} ms (under cProfile), CPU {cpu:.2f} ms/call")
     statements, snapshots = _statements(stats)
@@ -105,8 +109,10 @@ def main() -> int:
     parser.add_argument("--store", required=True)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--dump", help="directory to write search.prof and get.prof into")
     args = parser.parse_args()
     workdir = Path(args.store)
+    dump = None if args.dump is None else Path(args.dump)
     setup = EngramSetup.create(workdir)
     corpus = next(workdir.glob("corpus-*.jsonl"))
     texts = [q.text for q in queries(corpus, args.calls)]
@@ -128,6 +134,7 @@ def main() -> int:
                 for text in texts
             ],
             args.top,
+            dump,
         )
         _profile(
             "get",
@@ -136,6 +143,7 @@ def main() -> int:
                 for record_id in ids
             ],
             args.top,
+            dump,
         )
     print(f"duckdb {duckdb.__version__}")
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from engram_memory.contract.canonical import JsonValue, canonical_json
+from engram_memory.contract.canonical import JsonValue, canonical_json, normalize
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import ToolError
 
@@ -40,7 +40,7 @@ def search_packet(
         "record": dict(record),
         "redacted_fields": list(redacted_fields),
         "redaction_receipt_digest": redaction_receipt_digest,
-        "score": score,
+        "score": normalize(score),  # an integral score is an int, as `normalize` has it
         "rank": rank,
     }
 
@@ -62,13 +62,30 @@ def take_page(
     limit: int,
     budget: int,
 ) -> tuple[list[dict[str, JsonValue]], int | None]:
+    """`take_page_json` without the packets' JCS bytes."""
+    page, next_offset, _ = take_page_json(
+        packets, offset=offset, total=total, limit=limit, budget=budget
+    )
+    return page, next_offset
+
+
+def take_page_json(
+    packets: Iterable[Mapping[str, JsonValue] | None],
+    *,
+    offset: int,
+    total: int,
+    limit: int,
+    budget: int,
+) -> tuple[list[dict[str, JsonValue]], int | None, list[bytes]]:
     """Fill one page from the packets of ranks `offset + 1 …`, in order.
 
     `packets` may be lazy: at most `limit` packets are drawn (one more is never needed), so
     the caller materializes only what the page can use. A None in their place is a record
     that dropped out when its page was materialized: it takes its rank and its place in the
     page's `limit`, and nothing back-fills it. `total` is the length of the whole ranked
-    list. Returns the page and the offset of the next page, or None when nothing remains.
+    list. Returns the page, the offset of the next page (None when nothing remains) and
+    each packet's JCS bytes, which its cost was measured on (the output is digested and
+    measured from them, not serialized again: search/receipts.py `search_output_json`).
 
     Raises:
         ToolError: `PROJECTION_OVERSIZED` if the first packet alone exceeds the budget;
@@ -80,6 +97,7 @@ def take_page(
     if not 0 <= offset <= total or limit < 1 or budget < 1:
         raise ValueError("page bounds are out of range")
     page: list[dict[str, JsonValue]] = []
+    page_json: list[bytes] = []
     used = 0
     taken = 0  # ranks consumed, dropped ones included
     wanted = min(limit, total - offset)
@@ -92,7 +110,8 @@ def take_page(
         if packet is None:
             taken += 1
             continue
-        cost = packet_cost(packet)
+        packet_json = canonical_json(dict(packet))
+        cost = len(packet_json)
         if used + cost > budget:
             if not page:
                 raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "first packet over budget")
@@ -100,5 +119,6 @@ def take_page(
         used += cost
         taken += 1
         page.append(dict(packet))
+        page_json.append(packet_json)
     next_offset = offset + taken
-    return page, (next_offset if next_offset < total else None)
+    return page, (next_offset if next_offset < total else None), page_json

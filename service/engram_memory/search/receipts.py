@@ -7,12 +7,14 @@ digest domains so every caller produces byte-identical receipts.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engram_memory.contract.canonical import JsonValue, normalize
-from engram_memory.contract.digests import digest, with_digest
+from engram_memory.contract.canonical import JsonValue, canonical_json, normalize
+from engram_memory.contract.digests import digest, kind_domain, with_digest
 from engram_memory.search.ranking import (
     MAX_CANDIDATES,
     PROFILE,
@@ -42,6 +44,54 @@ class SearchParameters:
     limit: int = DEFAULT_LIMIT
     max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES
     capability_policy: Mapping[str, str] = field(default_factory=_default_capability_policy)
+
+
+def digest_of_json(kind: str, *parts: bytes) -> str:
+    """`D(kind, body)` from the JCS bytes of `body` (without its own digest field), given in
+    consecutive parts: for a caller that needs those bytes anyway (a length, a composition)."""
+    hasher = hashlib.sha256(kind_domain(kind).encode("utf-8"))
+    for part in parts:
+        hasher.update(part)
+    return "sha256:" + hasher.hexdigest()
+
+
+@dataclass(frozen=True)
+class RankedIdsJson:
+    """A ranked id list serialized once (JCS) for the three digests that bind it: a page of
+    a 10k store can rank thousands of ids, and each digest would otherwise normalize and
+    serialize the whole list again."""
+
+    ids_json: bytes
+
+    @classmethod
+    def of(cls, ids: Sequence[str]) -> RankedIdsJson:
+        """Raises: NonCanonicalValue: an id is not canonical JSON (unpaired surrogate)."""
+        return cls(canonical_json(normalize(list(ids))))
+
+    def candidates_digest(self) -> str:
+        """= `candidate_ids_digest(ids)`."""
+        return digest_of_json("recall-candidates", b'{"candidate_ids":', self.ids_json, b"}")
+
+    @functools.cached_property
+    def ordered_digest(self) -> str:
+        """= `ordered_ids_digest(ids)` (pinned in page cursors and bound by the receipt)."""
+        return digest_of_json("recall-ordered", b'{"ordered_ids":', self.ids_json, b"}")
+
+    def revalidation_digest(self, valid_as_of: int, system_as_of: str, checked_at: str) -> str:
+        """= `D("recall-revalidation", {record_ids: ids, valid_as_of, system_as_of,
+        checked_at})` (tools/reading.py `revalidation_receipt_digest`); keys in JCS order."""
+        return digest_of_json(
+            "recall-revalidation",
+            b'{"checked_at":',
+            canonical_json(normalize(checked_at)),
+            b',"record_ids":',
+            self.ids_json,
+            b',"system_as_of":',
+            canonical_json(normalize(system_as_of)),
+            b',"valid_as_of":',
+            canonical_json(normalize(valid_as_of)),
+            b"}",
+        )
 
 
 def candidate_ids_digest(candidate_ids: Sequence[str]) -> str:
@@ -109,12 +159,14 @@ def build_rank_receipt(
     scoring_formula_ref: str = SCORING_FORMULA_REF,
     config_digest: str | None = None,
     ordered_digest: str | None = None,
+    candidates_digest: str | None = None,
 ) -> dict[str, JsonValue]:
     """Assemble the rank receipt and seal it with `receipt_digest` (`rank-receipt`).
 
     `candidate_ids` is the ranked list before revalidation, `ordered_ids` the revalidated
     list; `config_digest` defaults to the offline profile's configuration digest;
-    `ordered_digest`, when the caller computed `ordered_ids_digest(ordered_ids)` already.
+    `ordered_digest` and `candidates_digest`, when the caller computed
+    `ordered_ids_digest(ordered_ids)` and `candidate_ids_digest(candidate_ids)` already.
 
     Raises:
         ValueError: `ordered_ids` is not a subsequence of `candidate_ids` (revalidation may
@@ -138,7 +190,9 @@ def build_rank_receipt(
         "snapshot_id": snapshot_id,
         "snapshot_digest": snapshot_digest,
         "candidate_count": len(candidate_ids),
-        "candidate_ids_digest": candidate_ids_digest(candidate_ids),
+        "candidate_ids_digest": (
+            candidate_ids_digest(candidate_ids) if candidates_digest is None else candidates_digest
+        ),
         "scoring_formula_ref": scoring_formula_ref,
         "ordered_ids_digest": ordered,
         "revalidation_receipt_digest": revalidation_receipt_digest,
@@ -165,3 +219,48 @@ def search_output(
         body["next_page_cursor"] = next_page_cursor
     body = normalize(body)
     return {**body, "response_digest": digest("recall-packet", body)}
+
+
+def search_output_json(
+    records_json: Sequence[bytes],
+    records: Sequence[Mapping[str, JsonValue]],
+    rank_receipt: Mapping[str, JsonValue],
+    next_page_cursor: str | None,
+) -> tuple[dict[str, JsonValue], bytes]:
+    """`search_output`, and its JCS bytes, from the JCS bytes of each record packet (those
+    `take_page_json` measured), so the page is not normalized and serialized twice more.
+
+    The output's members are composed in JCS order (`next_page_cursor`, `rank_receipt`,
+    `records`, `response_digest`: ASCII keys, code point order); the records must be
+    normalized packets (search/packets.py `search_packet` builds them so).
+
+    Raises:
+        NonCanonicalValue: the receipt or the cursor is not canonical JSON.
+    """
+    receipt = normalize(dict(rank_receipt))
+    head = b"{"
+    if next_page_cursor is not None:
+        head += b'"next_page_cursor":' + canonical_json(normalize(next_page_cursor)) + b","
+    body_json = b"".join(
+        (
+            head,
+            b'"rank_receipt":',
+            canonical_json(receipt),
+            b',"records":[',
+            b",".join(records_json),
+            b"]}",
+        )
+    )
+    response_digest = digest_of_json("recall-packet", body_json)
+    output: dict[str, JsonValue] = {}
+    if next_page_cursor is not None:
+        output["next_page_cursor"] = next_page_cursor
+    output.update(
+        {
+            "rank_receipt": receipt,
+            "records": [dict(r) for r in records],
+            "response_digest": response_digest,
+        }
+    )
+    output_json = body_json[:-1] + b',"response_digest":' + canonical_json(response_digest) + b"}"
+    return output, output_json

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engram_memory.contract.canonical import JsonValue, canonical_json
-from engram_memory.contract.digests import digest, with_digest
+from engram_memory.contract.digests import with_digest
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import ToolError
 from engram_memory.contract.parsing import ParsedArguments
@@ -11,6 +11,7 @@ from engram_memory.core import steps
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.runtime import CallContext
 from engram_memory.search.packets import packet_budget
+from engram_memory.search.receipts import digest_of_json
 from engram_memory.tools import reading
 from engram_memory.tools.record_redaction import RecordRedactions, base_classifiers, redaction_of
 
@@ -56,11 +57,15 @@ def get(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolOutc
         "redaction_receipt_digest": redaction_digest,
         "read_receipt": read_receipt,
     }
-    packet["packet_digest"] = digest("read-packet", packet, field="packet_digest")
+    # Serialized once: the digest is over these bytes, and the packet's JCS length is theirs
+    # plus its one more member, `"packet_digest":"sha256:…"` and a comma.
+    packet_json = canonical_json(packet)
+    packet["packet_digest"] = digest_of_json("read-packet", packet_json)
+    digest_member = b'"packet_digest":' + canonical_json(packet["packet_digest"]) + b","
     budget = packet_budget(
         int(args.get("max_packet_bytes", DEFAULT_MAX_PACKET_BYTES)),
         redaction.max_packet_bytes,
     )
-    if len(canonical_json(packet)) > budget:
+    if len(packet_json) + len(digest_member) > budget:
         raise ToolError(ErrorCode.PROJECTION_OVERSIZED, "record over packet budget")
     return ToolOutcome.succeeded(packet, audit)

@@ -30,15 +30,15 @@ from engram_memory.search.cursor import (
     require_same_ordering,
 )
 from engram_memory.search.fields import query_terms
-from engram_memory.search.packets import packet_budget, search_packet, take_page
+from engram_memory.search.packets import packet_budget, search_packet, take_page_json
 from engram_memory.search.ranking import PROFILE
 from engram_memory.search.receipts import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_PACKET_BYTES,
+    RankedIdsJson,
     SearchParameters,
     build_rank_receipt,
-    ordered_ids_digest,
-    search_output,
+    search_output_json,
 )
 from engram_memory.tools import reading
 from engram_memory.tools.record_redaction import RecordRedactions, base_classifiers, redaction_of
@@ -126,7 +126,8 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
         # Ranking read E of this very snapshot, so revalidating the ranked list (SPEC §10.3)
         # removes nothing: the ordered list is the ranked one.
         ordered_ids = ranked.record_ids
-        ordered_digest = ordered_ids_digest(ordered_ids)
+        ids_json = RankedIdsJson.of(ordered_ids)  # serialized once for its three digests
+        ordered_digest = ids_json.ordered_digest
         offset = 0
         if pinned is not None:
             require_same_ordering(
@@ -152,7 +153,7 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
                 view, omitted, redaction_digest, ranked.scores[position - 1], position
             )
 
-    page, next_offset = take_page(
+    page, next_offset, page_json = take_page_json(
         packets(),
         offset=offset,
         total=len(ordered_ids),
@@ -173,11 +174,9 @@ def search(ctx: CallContext, audit: CallAudit, parsed: ParsedArguments) -> ToolO
             ctx.services.root_key.page_cursor_secret(),
         )
     snapshot = _snapshot_digest(ctx, as_of, head_hash, ranked.eligible_count)
-    receipt = _rank_receipt(
-        ctx, authz, params, as_of, ordered_ids, ordered_digest, snapshot, ranked.semantic
-    )
-    output = search_output(page, receipt, next_cursor)
-    _check_ceiling(ctx, authz, output)
+    receipt = _rank_receipt(ctx, authz, params, as_of, ordered_ids, ids_json, snapshot, ranked)
+    output, output_json = search_output_json(page_json, page, receipt, next_cursor)
+    _check_ceiling(ctx, authz, output_json)
     for packet in page:
         # Every record a page served is an access an auditor must be able to find
         # (`record_access`); the ones a page dropped were named by `page_bodies`.
@@ -209,11 +208,12 @@ def _rank_receipt(
     params: SearchParameters,
     as_of: reading.AsOf,
     ordered_ids: list[str],
-    ordered_digest: str,
+    ids_json: RankedIdsJson,
     snapshot_digest: str,
-    semantic: SemanticList | None,
+    ranked: Ranking,
 ) -> dict[str, JsonValue]:
     system_as_of = str(as_of.system_as_of)
+    semantic = ranked.semantic
     # The profile decides the projections the receipt names and its formula; the rest of the
     # receipt is the same for both.
     profile: dict[str, Any]
@@ -238,20 +238,23 @@ def _rank_receipt(
         system_as_of=system_as_of,
         candidate_ids=ordered_ids,
         ordered_ids=ordered_ids,
-        ordered_digest=ordered_digest,
+        ordered_digest=ids_json.ordered_digest,
+        candidates_digest=ids_json.candidates_digest(),
         authorization_receipt_digest=authz.decision.receipt.receipt_digest,
         snapshot_id=f"snapshot:{system_as_of}:{as_of.valid_as_of}",
         snapshot_digest=snapshot_digest,
-        revalidation_receipt_digest=reading.revalidation_receipt_digest(
-            ordered_ids, as_of, ctx.now_instant
+        revalidation_receipt_digest=ids_json.revalidation_digest(
+            as_of.valid_as_of, system_as_of, ctx.now_instant
         ),
         issued_at=ctx.now_instant,
         **profile,
     )
 
 
-def _check_ceiling(ctx: CallContext, authz: AuthzResult, output: dict[str, JsonValue]) -> None:
+def _check_ceiling(ctx: CallContext, authz: AuthzResult, output_json: bytes) -> None:
+    """The envelope's JCS length: the output sits in it whole, once, so its length is the
+    envelope's around an empty value plus the output's own (`search_output_json`)."""
     ceiling = min(authz.response_ceiling_bytes, ctx.services.settings.response_ceiling_bytes)
-    envelope = success_envelope(output, ctx.invocation.audit_id)
-    if len(canonical_json(envelope)) > ceiling:
+    around = canonical_json(success_envelope({}, ctx.invocation.audit_id))
+    if len(around) - len(b"{}") + len(output_json) > ceiling:
         raise ToolError(ErrorCode.RESULT_TOO_LARGE, "envelope over response ceiling")
