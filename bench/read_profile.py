@@ -5,8 +5,9 @@ Usage: .venv/bin/python -m bench.read_profile --store DIR [--calls 300] [--top 2
 DIR is a store built by `python -m bench.search_store` (its corpus and keys are kept there).
 The service is opened as `serve` opens it; after a warm-up, `--calls` searches (queries of
 the corpus, as bench.search_scale draws them) and `--calls` gets of the records they found
-run under cProfile around `MemoryService.call_tool`. Prints, per tool: CPU time per call
-(`time.process_time`), wall p50, DuckDB statements per call, and the cumulative time per
+run once unprofiled (wall p50 and p99, CPU time per call: `time.process_time`), then
+again under cProfile around `MemoryService.call_tool`. Prints, per tool: those, DuckDB
+statements and read snapshots per call, and the cumulative time per
 call of each stage of the call (token and envelope checks, policy decision, DuckDB reads,
 key file read and unseal, redaction, packet building, canonical JSON, digests, the audit
 append with its flush and anchor), then the top functions by own time.
@@ -79,6 +80,15 @@ def _statements(stats: pstats.Stats) -> tuple[int, int]:
 def _profile(
     label: str, calls: list[Callable[[], Any]], top: int, dump: Path | None = None
 ) -> None:
+    # First without the profiler: what a call costs (wall p50 and CPU per call of this
+    # process, the projector's thread included), then the same calls profiled.
+    plain: list[float] = []
+    cpu_start = time.process_time()
+    for call in calls:
+        start = time.perf_counter()
+        call()
+        plain.append((time.perf_counter() - start) * 1000)
+    plain_cpu = (time.process_time() - cpu_start) * 1000 / len(calls)
     profile = cProfile.Profile()
     walls: list[float] = []
     cpu_start = time.process_time()
@@ -93,6 +103,10 @@ def _profile(
     if dump is not None:
         stats.dump_stats(str(dump / f"{label}.prof"))
     print(f"\n== {label}: {len(calls)} calls")
+    print(
+        f"unprofiled: wall p50 {statistics.median(plain):.2f} ms,"
+        f" p99 {sorted(plain)[int(0.99 * (len(plain) - 1))]:.2f} ms, CPU {plain_cpu:.2f} ms/call"
+    )
     print(f"wall p50 {statistics.median(walls):.2f} ms (under cProfile), CPU {cpu:.2f} ms/call")
     statements, snapshots = _statements(stats)
     print(

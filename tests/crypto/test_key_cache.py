@@ -46,7 +46,7 @@ def test_a_key_read_while_it_was_destroyed_is_not_kept() -> None:
     version = opened.version()  # a read began
     opened.drop(SCOPE, "mem_a")  # the destruction
 
-    opened.keep(SCOPE, "mem_a", b"k" * 32, (1, 2, 3), version)
+    opened.keep(SCOPE, "mem_a", b"k" * 32, ("p", 1, 2, 3), version)
 
     assert not opened.holds(SCOPE, "mem_a")
 
@@ -78,9 +78,9 @@ def test_a_new_key_for_the_same_item_replaces_the_kept_one(store: KeyStore, root
 def test_the_bound_keeps_the_most_recently_used_keys() -> None:
     opened = OpenedKeys(max_keys=2)
     for item in ("a", "b"):
-        opened.keep(SCOPE, item, item.encode() * 32, (1, 1, 1), opened.version())
+        opened.keep(SCOPE, item, item.encode() * 32, ("p", 1, 1, 1), opened.version())
     opened.get(SCOPE, "a")
-    opened.keep(SCOPE, "c", b"c" * 32, (1, 1, 1), opened.version())
+    opened.keep(SCOPE, "c", b"c" * 32, ("p", 1, 1, 1), opened.version())
 
     assert [opened.holds(SCOPE, item) for item in "abc"] == [True, False, True]
     opened.resize(0)

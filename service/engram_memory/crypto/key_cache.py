@@ -15,6 +15,7 @@ otherwise the file is read again, and a removed or damaged file fails as it alwa
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -23,17 +24,23 @@ from pathlib import Path
 DEFAULT_MAX_KEYS = 65_536
 
 _Key = tuple[str, str]
-# (inode, size, modification time in ns) of a key file when its key was read.
-FileIdentity = tuple[int, int, int]
+# (path, inode, size, modification time in ns) of a key file when its key was read: a hit
+# re-checks it with one `stat` of that path, without deriving the path again.
+FileIdentity = tuple[str, int, int, int]
 
 
-def file_identity(path: Path) -> FileIdentity | None:
-    """(inode, size, mtime in ns) of a key file, None if it is absent or unreadable."""
+def file_identity(path: Path | str) -> FileIdentity | None:
+    """(path, inode, size, mtime in ns) of a key file, None if it is absent or unreadable."""
     try:
-        found = path.stat()
+        found = os.stat(path)
     except OSError:
         return None
-    return found.st_ino, found.st_size, found.st_mtime_ns
+    return str(path), found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def still_there(identity: FileIdentity) -> bool:
+    """Whether the file a key was read from is there still, unchanged."""
+    return file_identity(identity[0]) == identity
 
 
 class OpenedKeys:

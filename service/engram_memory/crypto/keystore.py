@@ -34,7 +34,7 @@ from engram_memory.contract.exceptions import (
 )
 from engram_memory.crypto import keyfile
 from engram_memory.crypto.destruction_pause import DestructionPause
-from engram_memory.crypto.key_cache import OpenedKeys, file_identity
+from engram_memory.crypto.key_cache import OpenedKeys, file_identity, still_there
 from engram_memory.crypto.keys import RootKey, scope_tag
 
 KEY_SUFFIX = ".key"
@@ -254,12 +254,11 @@ class KeyStore:
             KeyFileBroken: the file does not open (tampered, foreign, root not held).
             KeyStoreUnavailable: the file exists but cannot be read.
         """
-        path = self.path_for(scope_ref, item_id)
         cached = self.opened.get(scope_ref, item_id)
-        identity = file_identity(path)
-        if cached is not None and cached[1] == identity:
+        if cached is not None and still_there(cached[1]):
             return cached[0]  # the very file it was read from is still there, unchanged
         version = self.opened.version()
+        identity = file_identity(self.path_for(scope_ref, item_id))
         blob = self.get(scope_ref, item_id)
         if blob is None:
             return None
