@@ -46,6 +46,7 @@ STAGES: dict[str, tuple[str, str]] = {
     "search ranking (index)": ("core/search_index.py", "rank"),
     "page bodies": ("tools/search_paths.py", "page_bodies"),
     "take_page (packets)": ("search/packets.py", "take_page"),
+    "take_page_json (packets, their JCS bytes)": ("search/packets.py", "take_page_json"),
     "canonical JSON": ("contract/canonical.py", "canonical_json"),
     "digests": ("contract/digests.py", "digest"),
     "audit append (call log)": ("core/call_audit.py", "finish"),

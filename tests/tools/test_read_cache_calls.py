@@ -137,3 +137,19 @@ def test_a_cache_turned_off_serves_the_same_answers_from_the_store(
     assert store_reads["snapshots"] == 2
     assert services.database.read_cache.size() == (0, 0)
     assert len(services.keys.opened) == 0
+
+
+def test_a_read_served_from_memory_tells_the_projector_the_store_is_busy(
+    alice: Caller, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a read snapshot beginning would: the background projector then leaves the call in
+    flight alone instead of flushing a projection beside its append (store/projector.py)."""
+    record_id = accepted_record(alice, "Courier lost parcel 9966.")
+    value(_get(alice, record_id))
+    seen: list[str] = []
+    monkeypatch.setattr(services.database, "read_from_memory", lambda: seen.append("read"))
+
+    value(_get(alice, record_id))
+    assert _found(alice, "parcel") == [record_id]
+
+    assert seen == ["read", "read"]

@@ -373,6 +373,13 @@ class Database(CallLogWriting):
         with side_transaction(self, self._readers, heads, generation) as tx:
             yield tx
 
+    def read_from_memory(self) -> None:
+        """A read served from memory (store/read_cache.py) began: the store is not idle, as a
+        read snapshot beginning would say, so the background projector leaves the call in
+        flight alone (store/projector.py)."""
+        if self._projector is not None:
+            self._projector.active()
+
     def commits_on_this_thread(self) -> int:
         count: int = getattr(self._commits, "count", 0)
         return count

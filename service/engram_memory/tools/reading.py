@@ -27,7 +27,9 @@ def published_as_of(ctx: CallContext) -> AsOf:
     """Now, at the scope's journal head as last published (no statement). Taken before the
     rows are looked up: a row published after it (by a later commit) is then not eligible
     at it, and a row evicted after it was eligible at it."""
-    _, heads = ctx.services.database.heads()
+    database = ctx.services.database
+    database.read_from_memory()  # a read is in flight (`Snapshot` may never begin one)
+    _, heads = database.heads()
     return AsOf(ctx.now_ms, heads.journal_head(ctx.scope_ref)[0])
 
 

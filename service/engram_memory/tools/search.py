@@ -85,7 +85,9 @@ def _pinned(
 ) -> tuple[reading.AsOf, PageCursorFields | None, str]:
     """(the pinned pair, the cursor's fields, the scope's journal head hash), at the heads
     as last published (no statement)."""
-    _, heads = ctx.services.database.heads()
+    database = ctx.services.database
+    database.read_from_memory()  # a read is in flight (`Snapshot` may never begin one)
+    _, heads = database.heads()
     high_water, head_hash = heads.journal_head(ctx.scope_ref)
     if cursor is None:
         return reading.AsOf(ctx.now_ms, high_water), None, head_hash
