@@ -72,6 +72,9 @@ def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
     with services.database.transaction() as tx:
         for statement in BREAK[table]:
             tx.execute(statement)
+    # A read finds the record in memory when it can (store/read_cache.py): with the cache
+    # emptied, get and search read the broken table, which is the failure under test.
+    services.database.read_cache.clear()
     raw = _raw_duckdb_error(services, PROBE[table])
     arguments: dict[str, Any] = {
         CAPTURE: demo_capture_arguments("Never stored.", fresh_key()),
