@@ -201,6 +201,24 @@ def test_import_leaves_the_state_journal_and_audit_the_tools_leave(
     assert len(through_tools["records"]) == 12
 
 
+def test_the_import_with_worker_processes_leaves_the_same_state_journal_and_audit(
+    loaded: tuple[Path, Path, dict[str, Any]], engine: EmbeddedWasmEngine
+) -> None:
+    # The lines' own work in two spawned workers (bulk/pool.py), each with its own engine
+    # loaded from the parent's bundle; the writes in this process, in line order.
+    tools_dir, import_dir, summary = loaded
+    pooled_dir = import_dir.parent / "pooled"
+    services = _services(pooled_dir, engine, RootKey(ROOT))
+    binding = ImportBinding("acme", "support", "user:alice", PURPOSE, SESSION)
+    who = Operator("acme", "support", "human:dana")
+    source = import_dir.parent / "corpus.jsonl"
+    pooled = import_file(services, who, binding, source, batch=6, workers=2)
+    services.database.close()
+    assert pooled == summary
+    assert _state(pooled_dir) == _state(tools_dir)
+    assert verify_store(pooled_dir, None).entries == verify_store(tools_dir, None).entries + 1
+
+
 def test_import_counts_every_line_by_outcome(loaded: tuple[Path, Path, dict[str, Any]]) -> None:
     _, _, summary = loaded
     assert summary == {

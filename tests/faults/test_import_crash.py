@@ -7,6 +7,10 @@ batch's transaction: every row of the batch written to DuckDB (store/batched_wri
 flush), its keys durable, its COMMIT not yet run (`kill_after_staging`). After each crash `audit
 verify` passes and only committed batches are in the store; the final run replays the done
 lines, loads the rest, and no line is loaded twice.
+
+Every run prepares its lines in its two worker processes (bulk/pool.py, the CLI's default):
+a worker must end with the killed import (it watches its parent), or it would keep the
+run's stderr open and `_import` would time out instead of returning.
 """
 
 from __future__ import annotations
@@ -119,6 +123,8 @@ def test_the_import_is_killed_after_a_commit_and_before_one(runs: Runs) -> None:
     assert f"fired: {KILL_AFTER_KEY_WRITE}" in second.stderr
     assert third.status == SIGKILLED
     assert f"fired: {KILL_AFTER_STAGING}" in third.stderr
+    for run in runs.runs:
+        assert "import: 2 worker processes prepare the lines" in run.stderr
 
 
 def test_audit_verify_passes_after_each_crash_and_after_the_rerun(runs: Runs) -> None:

@@ -21,61 +21,60 @@ What differs is only how the work is grouped, never what is decided or kept:
   of the batch (store/batched_writes.py): hash chains, cursors and sequences are computed in
   line order exactly as before, only the statements are fewer.
 The audit entries of a batch are appended in line order with one group write.
+
+The part of each line's work that depends only on the line (argument checks, never-store
+scan, classifiers, the decisions before the store is asked, sealing the candidate, index
+terms) is prepared by bulk/line_work.py, in worker processes when `workers` > 1
+(bulk/pool.py); this module takes each prepared line in input order and does what needs the
+store or the order: rate limits, idempotency lookups, cursors, records, the admission
+decision, chains and audit entries.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from engram_memory.bulk.line_work import (
+    ADMIT,
+    CAPTURE,
+    IMPORT_HOST,
+    ImportBinding,
+    LineWork,
+    PreparedAdmission,
+    PreparedCall,
+    PreparedLine,
+    Refused,
+    admission_key_for,
+    context,
+    refused,
+    upto,
+)
+from engram_memory.bulk.pool import LinePool, chunks, setup_for
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import (
     CommitOutcomeUnknown,
     KeyStoreUnavailable,
+    PolicyStale,
     ProtocolRefusal,
     ToolError,
 )
-from engram_memory.contract.types import ToolName
 from engram_memory.core import item_keys, steps
-from engram_memory.core.call_audit import AuditFacts, CallAudit, ToolOutcome, refusal_outcome
+from engram_memory.core.call_audit import AuditFacts, CallAudit
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.key_batch import store_item_keys
 from engram_memory.crypto.sealing import new_data_key, seal
-from engram_memory.host.context import InvocationContext
 from engram_memory.store import bulk_reads, key_intents, memory
 from engram_memory.store.batched_writes import BatchedWrites
 from engram_memory.store.transaction import Transaction
 from engram_memory.tools import admission, capture
-from engram_memory.tools.dispatch import parse_call
 
-CAPTURE = ToolName.CAPTURE
-ADMIT = ToolName.REQUEST_ADMISSION
-IMPORT_HOST = "host:import"
+__all__ = ["IMPORT_HOST", "ImportBinding", "Importer", "admission_key_for"]
+
 Progress = Callable[[str], None]
-
-
-def admission_key_for(capture_key: str) -> str:
-    """The admission's idempotency key of a line: a digest of its capture key, so that a
-    rerun of the same file replays the admission too."""
-    return "import-admission-" + hashlib.sha256(capture_key.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ImportBinding:
-    """The scope and caller every line is bound to, as a host binds an agent's call."""
-
-    tenant: str
-    workspace: str
-    principal: str
-    purpose_ref: str
-    # Every line's audit entries carry it (as session_ref); the CLI uses the session of the
-    # operator's `admin:import` entry, so an auditor finds a run's lines from that entry.
-    session: str
 
 
 @dataclass
@@ -99,6 +98,7 @@ class _FreshCandidate:
     row: memory.CandidateRow
     envelope: dict[str, JsonValue]
     data_key: bytes
+    record: dict[str, JsonValue]  # built by its capture, from this envelope and cursor
 
 
 class Importer:
@@ -109,17 +109,56 @@ class Importer:
         self.binding = binding
         self.progress = progress
         self.counts: Counter[str] = Counter()
+        # The importer's own line work: every line's when there are no workers, and the
+        # admission of a line whose capture replayed another candidate.
+        self.local = LineWork(services, binding, index_terms=services.search_index is None)
 
-    def run(self, lines: Iterable[tuple[int, str]], total: int, batch_size: int) -> None:
-        """Import numbered `lines` (blank ones already skipped), `batch_size` per COMMIT.
+    def run(
+        self, lines: Iterable[tuple[int, str]], total: int, batch_size: int, workers: int = 1
+    ) -> None:
+        """Import numbered `lines` (blank ones already skipped), `batch_size` per COMMIT, the
+        line-only work spread over `workers` processes (1: all in this one).
 
         Raises:
             StoreUnavailable / KeyStoreUnavailable / PolicyUnavailable / PolicyStale: the run
                 stops; committed batches stay, the failing batch leaves nothing.
         """
+        setup = setup_for(self.services, self.binding) if workers > 1 else None
+        if setup is None:
+            clock = self.services.clock_ms
+            here = (self.local.prepare(number, text, clock()) for number, text in lines)
+            self._load(here, total, batch_size)
+            return
+        self.progress(f"import: {workers} worker processes prepare the lines")
+        with LinePool(setup, workers) as pool:
+            self._load(
+                self._checked(pool.prepared(lines, self.services.clock_ms)), total, batch_size
+            )
+
+    def _checked(self, prepared: Iterator[PreparedLine]) -> Iterator[PreparedLine]:
+        """Lines a worker prepared, each receipt checked to name the revision this process
+        decides with (a worker's bundle is checked at its start too: bulk/pool.py).
+
+        Raises:
+            PolicyStale: a receipt names another revision.
+        """
+        expected = self.services.decider.expected
+        for line in prepared:
+            calls = [line.capture.call] + ([] if line.admission is None else [line.admission.call])
+            for call in calls:
+                for decision in call.audit.decisions:
+                    receipt = decision.receipt
+                    if (receipt.bundle_revision, receipt.bundle_digest) != (
+                        expected.revision,
+                        expected.digest,
+                    ):
+                        raise PolicyStale("an import worker decided under another revision")
+            yield line
+
+    def _load(self, prepared: Iterable[PreparedLine], total: int, batch_size: int) -> None:
         started = time.monotonic()
         done = 0
-        for chunk in _chunks(lines, batch_size):
+        for chunk in chunks(prepared, batch_size):
             self._batch(chunk)
             done += len(chunk)
             elapsed = max(time.monotonic() - started, 1e-9)
@@ -129,7 +168,7 @@ class Importer:
                 f"import: {done}/{total} lines committed, {rate:.1f} lines/s, ETA {eta:.0f} s"
             )
 
-    def _batch(self, chunk: list[tuple[int, str]]) -> None:
+    def _batch(self, lines: list[PreparedLine]) -> None:
         batch = _Batch()
         database = self.services.database
         commits_before = database.commits_on_this_thread()
@@ -137,9 +176,8 @@ class Importer:
         try:
             with database.transaction() as direct:
                 tx = BatchedWrites(direct)
-                lines = [(number, _decoded(text)) for number, text in chunk]
                 self._look_ahead(tx, batch, lines)
-                outcomes = [self._line(tx, batch, number, raw) for number, raw in lines]
+                outcomes = [self._line(tx, batch, line) for line in lines]
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
                 tx.flush()  # every row before the COMMIT
@@ -159,14 +197,14 @@ class Importer:
         # Accept and reject end the candidate: carry out the promised key destructions.
         item_keys.after_commit(self._context(ADMIT, "end"), batch.ended)
 
-    def _look_ahead(self, tx: Transaction, batch: _Batch, lines: list[tuple[int, object]]) -> None:
+    def _look_ahead(self, tx: Transaction, batch: _Batch, lines: list[PreparedLine]) -> None:
         """Ask once for the batch what each line would ask the store: which of its keys hold
         a result, and whether the forget guard can match at all. A key found without one
         (and not written by the batch since) is looked up no further (`_stored`)."""
         ctx = self._context(CAPTURE, "look-ahead")
-        for _, arguments in lines:
-            key = arguments.get("idempotency_key") if isinstance(arguments, dict) else None
-            if isinstance(key, str):
+        for line in lines:
+            key = line.lookahead_key
+            if key is not None:
                 batch.queried.add(steps.idempotency_key_digest(key))
                 batch.queried.add(steps.idempotency_key_digest(admission_key_for(key)))
         batch.known = bulk_reads.known_idempotency_keys(
@@ -223,66 +261,84 @@ class Importer:
 
     # -- one line ------------------------------------------------------------------------
 
-    def _context(self, tool: str, label: str) -> CallContext:
-        now_ms = self.services.clock_ms()
-        binding = self.binding
-        invocation = InvocationContext(
-            host_id=IMPORT_HOST,
-            tenant=binding.tenant,
-            workspace=binding.workspace,
-            principal=binding.principal,
-            agent_id=IMPORT_HOST,
-            session=binding.session,
-            purpose_ref=binding.purpose_ref,
-            audit_id=f"{binding.session}:{label}",
-            issued_at_s=now_ms // 1000,
-            expires_at_s=now_ms // 1000 + 300,
-        )
-        return CallContext(self.services, invocation, tool, now_ms)
+    def _context(self, tool: str, label: str, now_ms: int | None = None) -> CallContext:
+        now = self.services.clock_ms() if now_ms is None else now_ms
+        return context(self.services, self.binding, tool, label, now)
 
-    def _line(self, tx: Transaction, batch: _Batch, number: int, raw: object) -> str:
+    def _counted(self, ctx: CallContext, call: PreparedCall) -> Refused | None:
+        """Count the call against the rate limits it reached, in line order, where the tool
+        counts them; its refusal, if a limit is exhausted or a prepared step refused it."""
+        if call.limits is None:
+            return call.refusal
+        limits, made = call.limits
+        exhausted = self.services.rate_limiter.admit(
+            ctx.scope_ref, ctx.invocation.principal, limits, ctx.now_ms
+        )
+        if exhausted is not None:
+            error = ToolError(ErrorCode.RATE_LIMITED, f"rate limit {exhausted}")
+            return refused(error, upto(call.audit, made, 0, keyed=False))
+        return call.refusal
+
+    def _line(self, tx: Transaction, batch: _Batch, line: PreparedLine) -> str:
         """Capture then admit one line in `tx`; returns the line's outcome for the summary."""
-        ctx = self._context(CAPTURE, f"line-{number}:capture")
-        audit = CallAudit()
+        number, prepared = line.number, line.capture
+        ctx = self._context(CAPTURE, f"line-{number}:capture", line.now_ms)
+        failed = self._counted(ctx, prepared.call)
+        if failed is not None:
+            return self._refused(batch, number, ctx, failed)
+        call = prepared.call
+        assert call.mutation is not None  # prepared.call refused otherwise
+        # The facts of the call at its idempotency lookup; the plan's stand if it is new.
+        audit = upto(call.audit, *call.at_lookup)
         try:
-            parsed = parse_call(ctx, audit, raw)
-            mutation, authz = capture.guard(ctx, audit, parsed, None)
-            mutation, replay = self._stored(tx, ctx, batch, mutation)
+            mutation, replay = self._stored(tx, ctx, batch, call.mutation)
             if replay is None:
-                planned = capture.plan(ctx, audit, parsed, mutation, authz)
+                if prepared.plan_refusal is not None:
+                    return self._refused(batch, number, ctx, prepared.plan_refusal)
+                assert prepared.planned is not None  # as plan_refusal is None
+                audit = call.audit
+                planned = replace(prepared.planned, mutation=mutation)
                 self._clear_path(tx, ctx, planned.candidate_id)
         except (ToolError, ProtocolRefusal) as refusal:
-            return self._refused(batch, number, ctx, audit, refusal)
+            return self._refused(batch, number, ctx, refused(refusal, audit))
         if replay is not None:
             candidate_id = str(capture.duplicate(audit, replay)["candidate_id"])
         else:
             candidate_id = planned.candidate_id
-            data_key = new_data_key()
-            envelope = planned.envelope(ctx)
-            sealed = self._seal(ctx, candidate_id, data_key, envelope)
-            written = capture.write(tx, ctx, audit, planned, sealed)
+            written = capture.write(tx, ctx, audit, planned, prepared.sealed)
             batch.written.add(mutation.key_digest)
-            batch.fresh[candidate_id] = _FreshCandidate(written.candidate, envelope, data_key)
+            envelope = prepared.envelope or {}  # set whenever `planned` is
+            batch.fresh[candidate_id] = _FreshCandidate(
+                written.candidate, envelope, prepared.data_key, written.record
+            )
         batch.audits.append((ctx, audit.facts("ok")))
-        key = admission_key_for(str(parsed.arguments["idempotency_key"]))
-        outcome = self._admit(tx, batch, number, candidate_id, key)
+        key = admission_key_for(prepared.idempotency_key)
+        own = replay is None and line.admission is not None
+        prepared_admission = line.admission if own else None
+        if prepared_admission is None:
+            prepared_admission = self.local.admission(number, candidate_id, key, line.now_ms, None)
+        outcome = self._admit(tx, batch, number, line.now_ms, prepared_admission)
         return "replayed" if replay is not None and outcome == "replayed" else outcome
 
     def _admit(
-        self, tx: Transaction, batch: _Batch, number: int, candidate_id: str, key: str
+        self, tx: Transaction, batch: _Batch, number: int, now_ms: int, prepared: PreparedAdmission
     ) -> str:
         """Admit the line's candidate in `tx` with the derived key; returns the outcome
         (`replayed` when the admission's result was stored before)."""
-        ctx = self._context(ADMIT, f"line-{number}:admission")
-        audit = CallAudit()
+        ctx = self._context(ADMIT, f"line-{number}:admission", now_ms)
+        failed = self._counted(ctx, prepared.call)
+        if failed is not None:
+            return self._refused(batch, number, ctx, failed)
+        audit = prepared.call.audit
         try:
-            decided = self._decide_admission(tx, ctx, audit, batch, candidate_id, key)
+            decided = self._decide_admission(tx, ctx, audit, batch, prepared)
         except (ToolError, ProtocolRefusal) as refusal:
-            return self._refused(batch, number, ctx, audit, refusal)
+            return self._refused(batch, number, ctx, refused(refusal, audit))
         if not isinstance(decided, admission.AdmissionPlan):
             batch.audits.append((ctx, audit.facts("ok")))  # a replay writes only its entry
             return "replayed"
         sealed = None
+        candidate_id = prepared.candidate_id
         if decided.outcome == "accept":
             record = decided.subject.record
             record_id, record_key = str(record["record_id"]), new_data_key()
@@ -303,44 +359,44 @@ class Importer:
         ctx: CallContext,
         audit: CallAudit,
         batch: _Batch,
-        candidate_id: str,
-        key: str,
+        prepared: PreparedAdmission,
     ) -> admission.AdmissionPlan | dict[str, JsonValue]:
-        """The admission's steps up to its decision, as the tool takes them; the stored
-        result instead when the key has one.
+        """The admission's steps from its idempotency lookup to its decision, as the tool
+        takes them; the stored result instead when the key has one.
 
         Raises:
             ToolError / ProtocolRefusal: as the tool refuses (the line's admission only).
         """
-        parsed = parse_call(ctx, audit, {"candidate_id": candidate_id, "idempotency_key": key})
-        audit.targets(candidate_id)
-        mutation, _ = steps.guard_mutation(ctx, audit, parsed, None, target=candidate_id)
-        mutation, stored = self._stored(tx, ctx, batch, mutation)
+        assert prepared.call.mutation is not None  # prepared.call refused otherwise
+        mutation, stored = self._stored(tx, ctx, batch, prepared.call.mutation)
         if stored is not None:
             return stored
+        candidate_id = prepared.candidate_id
         fresh = batch.fresh.get(candidate_id)
         if fresh is None:
             subject = admission.read_subject(tx, ctx, candidate_id)
-        else:
-            # Captured by this batch: its key is not written yet, its envelope is at hand.
-            subject = admission.subject_of(
-                tx, ctx, fresh.row, dict(fresh.envelope), tombstones=batch.tombstones
-            )
-        return admission.decide(ctx, audit, mutation, subject, parsed.classifiers)
+            return admission.decide(ctx, audit, mutation, subject, prepared.classifiers)
+        # Captured by this batch: its key is not written yet, its envelope and record at hand.
+        subject = admission.subject_of(
+            tx,
+            ctx,
+            fresh.row,
+            dict(fresh.envelope),
+            tombstones=batch.tombstones,
+            record=fresh.record,
+        )
+        if not prepared.from_payload:
+            return admission.decide(ctx, audit, mutation, subject, prepared.classifiers)
+        index = prepared.index
+        if index is not None:
+            index = replace(index, record_id=str(subject.record["record_id"]))
+        return admission.decide_with_facts(ctx, audit, mutation, subject, prepared.facts, index)
 
-    def _refused(
-        self,
-        batch: _Batch,
-        number: int,
-        ctx: CallContext,
-        audit: CallAudit,
-        refusal: ToolError | ProtocolRefusal,
-    ) -> str:
+    def _refused(self, batch: _Batch, number: int, ctx: CallContext, failed: Refused) -> str:
         """Audit a refused call as the tool's entry point would; say which line, by code."""
-        outcome = refusal_outcome(refusal)
-        batch.audits.append((ctx, ToolOutcome.failed(refusal, audit).facts))
-        self.progress(f"import: line {number} refused: {outcome}")
-        return outcome
+        batch.audits.append((ctx, failed.facts))
+        self.progress(f"import: line {number} refused: {failed.outcome}")
+        return failed.outcome
 
     @staticmethod
     def _seal(ctx: CallContext, item_id: str, data_key: bytes, body: dict[str, JsonValue]) -> bytes:
@@ -351,24 +407,3 @@ def _status(output: dict[str, JsonValue]) -> str:
     outcome = output.get("outcome")
     status = outcome.get("status") if isinstance(outcome, dict) else None
     return str(status) if isinstance(status, str) else "replayed"
-
-
-def _decoded(text: str) -> object:
-    """The line's arguments; a line that is not JSON reaches the argument checks as a
-    non-object and is refused there (INVALID_SCHEMA), like such arguments from a client."""
-    try:
-        value: object = json.loads(text)
-    except ValueError:
-        return None
-    return value
-
-
-def _chunks(lines: Iterable[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
-    chunk: list[tuple[int, str]] = []
-    for line in lines:
-        chunk.append(line)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk

@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engram_memory.bulk import DEFAULT_BATCH
+from engram_memory.bulk import DEFAULT_BATCH, DEFAULT_WORKERS
 from engram_memory.cli.service_flags import add_service_flags, config_from_flags
 from engram_memory.contract.exceptions import ConfigurationError
 
@@ -46,6 +46,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_BATCH,
         help=f"lines per write transaction (default {DEFAULT_BATCH})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help="processes doing each line's own checks, decisions and sealing, beside the one "
+        f"that writes (default {DEFAULT_WORKERS}; 1: all in one process)",
     )
     parser.add_argument("file", help="JSONL, one engram_memory_capture arguments object a line")
     return parser
@@ -77,10 +84,16 @@ def _count_lines(path: Path) -> int:
 
 
 def import_file(
-    services: Services, who: Operator, binding: ImportBinding, path: Path, batch: int
+    services: Services,
+    who: Operator,
+    binding: ImportBinding,
+    path: Path,
+    batch: int,
+    workers: int = 1,
 ) -> dict[str, JsonValue]:
     """Run the import as `who`, audited as `admin:import`; returns the summary. An empty
-    `binding.session` takes the session of the run's own entry.
+    `binding.session` takes the session of the run's own entry; `workers` processes do the
+    lines' own work (bulk/pool.py).
 
     Raises:
         ToolError: UNAUTHORIZED without `maintain`; STORE_UNAVAILABLE and the like when the
@@ -97,7 +110,7 @@ def import_file(
     def act(ctx: CallContext, audit: CallAudit) -> ToolOutcome:
         bound = binding if binding.session else replace(binding, session=ctx.invocation.session)
         importer = Importer(services, bound, _progress)
-        importer.run(numbered_lines(path), total, batch)
+        importer.run(numbered_lines(path), total, batch, workers)
         summary: dict[str, JsonValue] = {"lines": total, **dict(sorted(importer.counts.items()))}
         return ToolOutcome.succeeded(summary, audit)
 
@@ -134,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise ConfigurationError("--batch must be at least 1")
+    if args.workers < 1:
+        raise ConfigurationError("--workers must be at least 1")
     path = Path(args.file)
     if not path.is_file():
         raise ConfigurationError(f"import file {path} does not exist")
@@ -158,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             # every record, when it opens (core/search_index.py).
             services.database.index_commits.follow(None)
             services.search_index = None
-            output = import_file(services, who, binding, path, args.batch)
+            output = import_file(services, who, binding, path, args.batch, args.workers)
     except ToolError as error:
         print(json.dumps({"ok": False, "code": error.code.name}), file=sys.stdout)
         return 1

@@ -139,6 +139,10 @@ class EmbeddedWasmEngine:
             policy.close()
             raise
         self._policy = policy
+        # Where it was loaded from, so that another process can load the same bundle (the
+        # bulk import's workers, bulk/pool.py: they check the identity they get is this one).
+        self.bundle_dir = directory
+        self.verification_key = verification_key
         self._entrypoints = frozenset(policy.entrypoints)
         self._memo = _AnswerMemo(memo_entries) if memo_entries > 0 else None
         self._closed = False

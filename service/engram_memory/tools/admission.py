@@ -17,7 +17,7 @@ from engram_memory.core.admission_outcome import conclude_admission, rebuild_rec
 from engram_memory.core.call_audit import CallAudit, ToolOutcome
 from engram_memory.core.mutation import Index, Written, commit, commit_new_item
 from engram_memory.core.runtime import CallContext
-from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult
+from engram_memory.policy.decider import AdmissionCandidate, AdmissionResult, ClassifierFacts
 from engram_memory.store import key_intents, memory
 from engram_memory.store.transaction import Transaction
 
@@ -90,17 +90,21 @@ def subject_of(
     envelope: dict[str, Any],
     *,
     tombstones: bool = True,
+    record: dict[str, JsonValue] | None = None,
 ) -> AdmissionSubject:
     """The subject of a pending candidate whose envelope is open: its record rebuilt.
 
     `tombstones` False says the caller knows the scope holds no tombstoned record (the bulk
     import asks once per batch and never tombstones): neither tombstone check can hit then.
+    `record`: the record the caller built from this very envelope and capture cursor (the
+    bulk import, capturing it in the same transaction): not built a second time.
 
     Raises:
         ToolError: JOURNAL_CORRUPT when the rebuilt record differs; ALREADY_TERMINAL when its
             record was tombstoned.
     """
-    record = rebuild_record(envelope, candidate.capture_cursor)
+    if record is None:
+        record = rebuild_record(envelope, candidate.capture_cursor)
     if record["record_digest"] != candidate.record_digest:
         raise ToolError(ErrorCode.JOURNAL_CORRUPT, "rebuilt record digest differs")
     if not tombstones:
@@ -151,6 +155,24 @@ def decide(
     facts = (
         classifiers.classify(texts_by_kind(subject.envelope["payload"])) if classifiers else None
     )
+    return decide_with_facts(ctx, audit, mutation, subject, facts)
+
+
+def decide_with_facts(
+    ctx: CallContext,
+    audit: CallAudit,
+    mutation: steps.MutationKey,
+    subject: AdmissionSubject,
+    facts: ClassifierFacts | None,
+    index: indexing.RecordIndex | None = None,
+) -> AdmissionPlan:
+    """`decide` with the classifier names the payload matched already found, and on accept
+    the record's `index` entries when already computed (the bulk import finds both from the
+    payload in its worker processes, before the record's id is known).
+
+    Raises:
+        PolicyUnavailable / PolicyStale: the decider cannot answer.
+    """
     result = ctx.services.decider.admission(
         ctx.subject, _admission_candidate(subject.candidate, subject.envelope), ctx.now_ms, facts
     )
@@ -160,7 +182,9 @@ def decide(
         # Forgotten content may not come back silently: it looks exactly like adjudication.
         outcome = "adjudication_required"
     # Outside the writer's critical section: a large record's terms take long to key.
-    prepared = indexing.record_index(ctx, subject.record) if outcome == "accept" else None
+    prepared = None
+    if outcome == "accept":
+        prepared = indexing.record_index(ctx, subject.record) if index is None else index
     return AdmissionPlan(mutation, subject, outcome, _decision_object(result), prepared)
 
 
