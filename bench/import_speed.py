@@ -1,11 +1,13 @@
 """`engram-memory import` throughput: lines/s loading a corpus, beside the floor of the run.
 
-Usage: .venv/bin/python -m bench.import_speed --corpus FILE [--batch 500] [--out DIR]
-       [--label TEXT] [--keep DIR] [--serve-searches N]
+Usage: .venv/bin/python -m bench.import_speed --corpus FILE [--batch 500] [--workers 2]
+       [--out DIR] [--label TEXT] [--keep DIR] [--serve-searches N]
 
 The corpus is the import's JSONL (e.g. `python -m bench.corpus --records 10000 --out FILE`).
 Runs the real CLI (`engram-memory import`, embedded engine, fresh data directory) and keeps
-each progress line with its time, then `audit verify`. The floor, measured in the same run:
+each progress line with its time and the CPU seconds the import process and its worker
+processes (`--workers`, bulk/pool.py) spent, then `audit verify`. The floor, measured in the
+same run:
 DuckDB `SELECT 1` and a one-row INSERT on the store, one embedded policy decision, and how
 many statements and policy decisions one line costs (counted in-process over the corpus's
 first 200 lines). With `--serve-searches N`, `serve` is then started on the loaded store:
@@ -21,6 +23,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +34,7 @@ from typing import Any
 
 from bench.report import RESULTS, machine, machine_load, percentile
 from engram_memory.admin.host_setup import CHECKPOINT_KEY_FILE, init_host_dir
+from engram_memory.bulk import DEFAULT_WORKERS
 from engram_memory.bulk.importer import ImportBinding, Importer
 from engram_memory.cli.bulk_import import numbered_lines
 from engram_memory.core.runtime import Services, ServiceSettings
@@ -55,7 +59,15 @@ def _say(text: str) -> None:
     print(f"import_speed: {text}", file=sys.stderr, flush=True)
 
 
-def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[str, Any]:
+def _children_cpu_s() -> float:
+    """CPU seconds of the waited-for children (the import and, through it, its workers)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _run_cli(
+    corpus: Path, work: Path, batch: int, workers: int, serve_searches: int
+) -> dict[str, Any]:
     root, signing, public = init_host_dir(work / "secrets")
     data = work / "data"
     env = {
@@ -70,8 +82,10 @@ def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[
     tenant, workspace, principal, purpose = BINDING
     command = [sys.executable, "-m", "engram_memory.cli", "import", "--tenant", tenant]
     command += ["--workspace", workspace, "--principal", principal, "--purpose", purpose]
-    command += ["--operator", OPERATOR, "--batch", str(batch), str(corpus)]
+    command += ["--operator", OPERATOR, "--batch", str(batch), "--workers", str(workers)]
+    command.append(str(corpus))
     points: list[tuple[float, int]] = [(0.0, 0)]
+    cpu_before = _children_cpu_s()
     started = time.monotonic()
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -85,6 +99,7 @@ def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[
                 _say(line.strip())
         output = process.stdout.read()
     elapsed = time.monotonic() - started
+    cpu_s = _children_cpu_s() - cpu_before  # the import exited: its workers were joined
     verify = [sys.executable, "-m", "engram_memory.cli", "audit", "verify", "--data-dir"]
     verified = subprocess.run(
         [*verify, str(data), "--root-key", str(root)], env=env, capture_output=True, text=True
@@ -108,6 +123,9 @@ def _run_cli(corpus: Path, work: Path, batch: int, serve_searches: int) -> dict[
         "summary": summary,
         "seconds": round(elapsed, 2),
         "lines_per_s": round(lines / elapsed, 2) if elapsed else 0.0,
+        "workers": workers,
+        "cpu_s": round(cpu_s, 1),
+        "cpu_ms_per_line": round(cpu_s * 1000 / lines, 2) if lines else 0.0,
         "progress": points,
         "audit_verify": verified.stdout.strip() or verified.stderr.strip(),
         "data_dir_bytes_per_line": round(size / lines) if lines else 0,
@@ -281,6 +299,11 @@ def _markdown(runs: list[dict[str, Any]]) -> list[str]:
             f"**throughput** (goal ≥ {GOAL_LINES_PER_S} lines/s)",
             [f"**{r['run']['lines_per_s']} lines/s**" for r in runs],
         ),
+        row("worker processes (`--workers`)", [r["run"].get("workers", "-") for r in runs]),
+        row(
+            "CPU ms per line, import process + its workers",
+            [r["run"].get("cpu_ms_per_line", "-") for r in runs],
+        ),
         row("data directory per line", [f"{r['run']['data_dir_bytes_per_line']} B" for r in runs]),
         row("audit verify", [r["run"]["audit_verify"] for r in runs]),
         row("in-process, first 200 lines: lines/s", [f["in_process_lines_per_s"] for f in floors]),
@@ -318,6 +341,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", required=True, help="JSONL of capture arguments")
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument(
         "--corpus-command", default="", help="how the corpus was made, for the report"
@@ -328,6 +352,7 @@ def main() -> int:
     args = parser.parse_args()
     corpus, out = Path(args.corpus), Path(args.out)
     command = f"python -m bench.import_speed --corpus {corpus.name} --batch {args.batch}"
+    command += f" --workers {args.workers}"
     if args.serve_searches:
         command += f" --serve-searches {args.serve_searches}"
     load_before = machine_load()
@@ -341,7 +366,7 @@ def main() -> int:
         finally:
             engine.close()
         _say(f"floor {floor}")
-        run = _run_cli(corpus, work, args.batch, args.serve_searches)
+        run = _run_cli(corpus, work, args.batch, args.workers, args.serve_searches)
     meta: dict[str, str] = {
         **machine(),
         "command": command,
