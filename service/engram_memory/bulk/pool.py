@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
+from engram_memory.bulk.decisions import ChunkDecisions
 from engram_memory.bulk.line_work import ImportBinding, LineWork, PreparedLine
 from engram_memory.contract.exceptions import PolicyStale, PolicyUnavailable, StoreUnavailable
 from engram_memory.core.failpoints import UnsafeFailpoints
@@ -34,7 +35,6 @@ from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.host.keys import HostKeyring
-from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.signing_keys import load_verification_key
@@ -114,7 +114,7 @@ def _start_worker(setup: WorkerSetup) -> None:
     services = Services(
         database=cast(Database, _NoStore()),
         keys=cast(KeyStore, _NoStore()),
-        decider=PolicyDecider(engine, engine.identity, _chunk_clock),
+        decider=ChunkDecisions(engine, engine.identity, _chunk_clock),
         # Derives the blind index's term keys; its other key unwraps nothing.
         root_key=RootKey(material=os.urandom(32), index_root=setup.index_root),
         host_keys=HostKeyring({}),
@@ -147,6 +147,8 @@ def _prepare_chunk(lines: list[tuple[int, str]], now_ms: int) -> list[PreparedLi
     if _work is None:  # the initializer failed: the pool is broken before this runs
         raise PolicyUnavailable("import worker not started")
     _now_ms = now_ms
+    if isinstance(_work.services.decider, ChunkDecisions):
+        _work.services.decider.forget()
     try:
         return [_work.prepare(number, text, now_ms) for number, text in lines]
     except Exception as exc:  # noqa: BLE001 - nothing but a type name crosses back
