@@ -29,8 +29,15 @@ _R = TypeVar("_R", bound=ResultShape)
 def reissued(receipt: DecisionReceipt, decided_at_ms: int) -> DecisionReceipt:
     """A receipt of its own for the same decision made again: new id (formed as
     policy/receipts.py forms it) and time, same digests of input and result."""
-    fresh = replace(receipt, decision_id="dec_" + uuid.uuid4().hex, decided_at_ms=decided_at_ms)
-    return replace(fresh, receipt_digest=receipt_digest_of(fresh.body()))
+    body = receipt.body()
+    body["decision_id"] = decision_id = "dec_" + uuid.uuid4().hex
+    body["decided_at_ms"] = decided_at_ms
+    return replace(
+        receipt,
+        decision_id=decision_id,
+        decided_at_ms=decided_at_ms,
+        receipt_digest=receipt_digest_of(body),
+    )
 
 
 class ChunkDecisions(PolicyDecider):
