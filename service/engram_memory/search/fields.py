@@ -158,7 +158,21 @@ def document_terms(payload: Mapping[str, Any], term_key: TermKey = identity_term
         ValueError: the payload is malformed (see `document_fields`).
     """
     texts = document_fields(payload)
-    return DocumentTerms({name: field_terms(texts[name], term_key) for name in FIELD_NAMES})
+    # The primary text is also one of its kind's texts, and fields share words: each distinct
+    # text is tokenized, and each distinct token keyed (an HMAC), once per document.
+    keyed: dict[str, str] = {}
+
+    def key_once(token: str) -> str:
+        term = keyed.get(token)
+        if term is None:
+            term = keyed[token] = term_key(token)
+        return term
+
+    by_text: dict[str, FieldTerms] = {}
+    for text in texts.values():
+        if text not in by_text:
+            by_text[text] = field_terms(text, key_once)
+    return DocumentTerms({name: by_text[texts[name]] for name in FIELD_NAMES})
 
 
 def query_terms(query: str, term_key: TermKey = identity_term) -> list[str]:
