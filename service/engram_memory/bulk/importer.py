@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from engram_memory.bulk.line_work import (
@@ -52,13 +52,12 @@ from engram_memory.bulk.line_work import (
     refused,
     upto,
 )
-from engram_memory.bulk.pool import LinePool, chunks, setup_for
+from engram_memory.bulk.pool import LinePool, chunks, same_revision, setup_for
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import (
     CommitOutcomeUnknown,
     KeyStoreUnavailable,
-    PolicyStale,
     ProtocolRefusal,
     ToolError,
 )
@@ -132,28 +131,10 @@ class Importer:
         self.progress(f"import: {workers} worker processes prepare the lines")
         with LinePool(setup, workers) as pool:
             self._load(
-                self._checked(pool.prepared(lines, self.services.clock_ms)), total, batch_size
+                same_revision(pool.prepared(lines, self.services.clock_ms), self.services.decider),
+                total,
+                batch_size,
             )
-
-    def _checked(self, prepared: Iterator[PreparedLine]) -> Iterator[PreparedLine]:
-        """Lines a worker prepared, each receipt checked to name the revision this process
-        decides with (a worker's bundle is checked at its start too: bulk/pool.py).
-
-        Raises:
-            PolicyStale: a receipt names another revision.
-        """
-        expected = self.services.decider.expected
-        for line in prepared:
-            calls = [line.capture.call] + ([] if line.admission is None else [line.admission.call])
-            for call in calls:
-                for decision in call.audit.decisions:
-                    receipt = decision.receipt
-                    if (receipt.bundle_revision, receipt.bundle_digest) != (
-                        expected.revision,
-                        expected.digest,
-                    ):
-                        raise PolicyStale("an import worker decided under another revision")
-            yield line
 
     def _load(self, prepared: Iterable[PreparedLine], total: int, batch_size: int) -> None:
         started = time.monotonic()

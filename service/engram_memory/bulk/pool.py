@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +36,7 @@ from engram_memory.core.runtime import Services, ServiceSettings
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.host.keys import HostKeyring
+from engram_memory.policy.decider import PolicyDecider
 from engram_memory.policy.embedded import EmbeddedWasmEngine
 from engram_memory.policy.engine import BundleIdentity
 from engram_memory.policy.signing_keys import load_verification_key
@@ -103,6 +105,9 @@ def _start_worker(setup: WorkerSetup) -> None:
     """
     global _work, _stale
     _exit_with_parent()
+    # Ctrl-C reaches the whole process group: the import process stops the run and then its
+    # workers; a worker interrupted on its own would only print a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     key = None
     if setup.verification_key is not None:
         key = load_verification_key(Path(setup.verification_key[0]), setup.verification_key[1])
@@ -210,3 +215,26 @@ def chunks(lines: Iterable[Any], size: int) -> Iterator[list[Any]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+def same_revision(
+    prepared: Iterator[PreparedLine], decider: PolicyDecider
+) -> Iterator[PreparedLine]:
+    """Lines the workers prepared, each receipt checked to name the revision `decider` (the
+    import process's) decides with; a worker's bundle is checked at its start too.
+
+    Raises:
+        PolicyStale: a receipt names another revision (the run stops, never mixing two).
+    """
+    for line in prepared:
+        expected = decider.expected  # read per line: the revision in use may move
+        calls = [line.capture.call] + ([] if line.admission is None else [line.admission.call])
+        for call in calls:
+            for decision in call.audit.decisions:
+                receipt = decision.receipt
+                if (receipt.bundle_revision, receipt.bundle_digest) != (
+                    expected.revision,
+                    expected.digest,
+                ):
+                    raise PolicyStale("an import worker decided under another revision")
+        yield line
