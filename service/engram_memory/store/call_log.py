@@ -82,6 +82,10 @@ class CallLog(Protocol):
     def release_through(self, sequence: int) -> None:
         """Records up to `sequence` are durable elsewhere (projected): their space may go."""
 
+    def rotate(self) -> None:
+        """Write the next records elsewhere, so that every record durable now can be released
+        (`release_through`) once projected. Raises: StoreUnavailable (the log stopped)."""
+
     def close(self) -> None:
         """Wait for a flush under way, then release the log."""
 
@@ -371,6 +375,28 @@ class SegmentLog:
                 continue
             if not shred(released):
                 log.error("call log: segment %s could not be removed", segment.path.name)
+
+    def rotate(self) -> None:
+        """See `CallLog.rotate`: start a new segment after the durable head, unless the one
+        being written holds no record. Used when content ends (withdraw, forget): a released
+        segment is shredded, and with it the plain digests a capture's record held.
+
+        Raises:
+            StoreUnavailable: the log stopped, or the new segment could not be started (the
+                log then stops, as after a failed flush).
+        """
+        with self._lock:
+            while self._leader:
+                self._flushed.wait()
+            if self._failed is not None:
+                raise StoreUnavailable("call log stopped after a failed flush")
+            tail = self._segments[-1]
+            if tail.last < tail.first:
+                return
+            failure = self._rotate(self._durable)
+            if failure is not None:
+                self._failed = failure
+                raise failure
 
     def first_available(self) -> int:
         """The sequence of the oldest record still on disk (the head's + 1 when none is):

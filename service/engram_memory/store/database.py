@@ -262,6 +262,14 @@ class Database(CallLogWriting):
                 raise
             if projection is not None and position is not None:
                 projection.committed(position)
+            if projection is not None and tx.ended_content:
+                # Still under the chain lock: nothing was appended since this transaction
+                # projected, so every segment can go. A capture's record holds plain digests
+                # of its content, which must not outlive a withdraw or forget.
+                try:
+                    projection.release_rows()
+                except StoreUnavailable:
+                    log.error("store: call log segments holding ended content not released")
 
     @contextmanager
     def _direct_transaction(self) -> Iterator[Transaction]:
@@ -319,12 +327,18 @@ class Database(CallLogWriting):
             self._anchor.cover(generation)
 
     @contextmanager
-    def reading(self, *, audit_complete: bool = True) -> Iterator[Transaction]:
+    def reading(
+        self, *, audit_complete: bool = True, rows_complete: bool = False
+    ) -> Iterator[Transaction]:
         """One read-only snapshot on a cursor of its own; never waits for the writer lock.
 
         With `audit_complete` (the default) the call log's pending records are projected
         first, so the snapshot holds every acknowledged audit entry; the hot path's readers,
-        which never read the audit tables, pass False and take no write transaction.
+        which never read the audit tables, pass False and take no write transaction. With
+        `rows_complete` (the readers of candidates: an admission's pre-read, a key's
+        ownership check) they are projected first when any of them holds a mutation's rows
+        (a capture committed through the log), so the snapshot holds every acknowledged
+        candidate; `get` and `search` read records only, which no logged call writes.
 
         DuckDB's MVCC gives the snapshot a consistent view of what was committed when it
         began, so a read sees every write of a committed call or none of it. The heads are
@@ -334,7 +348,7 @@ class Database(CallLogWriting):
             StoreCorrupt: the file is damaged (now or earlier).
             StoreUnavailable: the snapshot could not begin or a query failed.
         """
-        if audit_complete:
+        if audit_complete or (rows_complete and self.pending_rows()):
             self.project()
         elif self._projector is not None:
             self._projector.active()

@@ -26,6 +26,9 @@ from engram_memory.store.index_changes import (
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "memory.sql")
+# Recorded for the call log by store/recorded_writes.py (a capture's rows).
+INSERT_CANDIDATE_SQL = _Q["insert_candidate"]
+PUT_IDEMPOTENCY_SQL = _Q["put_idempotency"]
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,8 @@ def postings_for_terms(tx: Transaction, scope_ref: str, terms: Sequence[str]) ->
 # -- idempotency and confirmations ---------------------------------------------------------
 
 
-def _idempotency_identity(scope_ref: str, principal_ref: str, key_digest: str) -> str:
+def idempotency_identity(scope_ref: str, principal_ref: str, key_digest: str) -> str:
+    """The key under which an idempotency result is published (`written_since`)."""
     return "\0".join(("idempotency", scope_ref, principal_ref, key_digest))
 
 
@@ -333,9 +337,13 @@ def get_idempotency(
     again only if a commit since then wrote this key (store/published.py), so a write
     transaction re-checks a race without repeating the lookup when there was none.
     """
-    identity = _idempotency_identity(scope_ref, principal_ref, key_digest)
+    identity = idempotency_identity(scope_ref, principal_ref, key_digest)
     if absent_at is not None and not tx.written_since(identity, absent_at):
         return None
+    # A result the call log acknowledged (a capture) may not be in the file yet.
+    pending = tx.pending_result(identity)
+    if pending is not None:
+        return IdempotencyRow(str(pending[3]), str(pending[4]), "completed", str(pending[5]))
     for row in tx.fetchall(_Q["get_idempotency"], [key_digest]):
         # Keyed by the indexed digest alone (see `_in_scope`); the rest of the key is here.
         if row[4] == scope_ref and row[5] == principal_ref:
@@ -358,7 +366,7 @@ def put_idempotency(
         _Q["put_idempotency"],
         [scope_ref, principal_ref, key_digest, tool, operation_digest, result_json, now_ms],
     )
-    tx.wrote_key(_idempotency_identity(scope_ref, principal_ref, key_digest))
+    tx.wrote_key(idempotency_identity(scope_ref, principal_ref, key_digest))
 
 
 def confirmation_used(tx: Transaction, jti: str, *, unused_at: int | None = None) -> bool:

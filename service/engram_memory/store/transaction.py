@@ -8,13 +8,16 @@ write.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
 from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.store.heads import ChainHeads, Head
 from engram_memory.store.index_changes import IndexChange
+
+if TYPE_CHECKING:
+    from engram_memory.store.audit import AuditBatch
 
 
 class Owner(Protocol):
@@ -26,6 +29,11 @@ class Owner(Protocol):
 
     def written_since(self, key: str, generation: int) -> bool:
         """False only if `key` was certainly not committed after `generation`."""
+        ...
+
+    def pending_result(self, identity: str) -> Sequence[Any] | None:
+        """The idempotency row of `identity` a call-log record holds and the file may not
+        yet (store/projection.py), or None."""
         ...
 
 
@@ -59,6 +67,9 @@ class Transaction:
         self._before_first_write = before_first_write
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
+        # It ends an item's content (`item_keys.end_content`): once it committed, the call
+        # log sheds the segments that may hold that content's capture (store/database.py).
+        self.ended_content = False
 
     def audit_head(self) -> Head:
         """(sequence, entry hash) of the last audit entry, this transaction's included."""
@@ -97,6 +108,20 @@ class Transaction:
         """True unless `key` was certainly not committed after a snapshot of `generation`
         (store/published.py): a write transaction then need not read it again."""
         return self._database.written_since(key, generation)
+
+    def pending_result(self, identity: str) -> Sequence[Any] | None:
+        """The idempotency row of `identity` acknowledged through the call log and perhaps
+        not yet projected (a capture committed by its record): looked up before the file."""
+        return self._database.pending_result(identity)
+
+    def insert_audit(self, batch: AuditBatch) -> None:
+        """Write prepared audit entries (`audit.append_all`); a recording transaction keeps
+        them for the call log instead (store/recorded_writes.py).
+
+        Raises:
+            StoreUnavailable: a statement failed.
+        """
+        batch.insert(self)
 
     def _will_write(self) -> None:
         if not self._writable:

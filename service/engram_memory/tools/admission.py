@@ -196,7 +196,8 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     audit.targets(candidate_id)
     mutation, _ = steps.guard_mutation(ctx, audit, parsed, confirmation, target=candidate_id)
-    with ctx.services.database.reading(audit_complete=False) as tx:
+    # The candidate may be a capture the call log acknowledged: projected first if pending.
+    with ctx.services.database.reading(audit_complete=False, rows_complete=True) as tx:
         replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
