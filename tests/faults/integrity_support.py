@@ -31,6 +31,7 @@ ALICE = Binding(
     tenant="acme", workspace="support", principal="user:alice", purpose_ref="purpose:support-case"
 )
 CAPTURE = "engram_memory_capture"
+ADMIT = "engram_memory_request_admission"
 OPERATOR = "human:dana"  # holds `maintain` in acme/support (policies/acme.yaml)
 EXIT_BEHIND_ANCHOR = 3
 EXIT_DAMAGED = 4
@@ -64,8 +65,10 @@ def capture_value(outcome: Any) -> dict[str, Any]:
 
 
 async def acknowledge_then_kill(tmp_path: Path, count: int) -> Acknowledged:
-    """Start a server, get `count` captures acknowledged, then SIGKILL it: the writes are in
-    the WAL only (nothing checkpoints them before the kill)."""
+    """Start a server, get `count` captures acknowledged, then the admission of the last one,
+    then SIGKILL it: the admission is in the WAL only (nothing checkpoints it before the
+    kill). The captures commit through the call log (issue 20), which still holds them: a
+    lost WAL loses the admission, which only the WAL held."""
     root_key, signing_key, public_keys = init_host_dir(tmp_path / "secrets")
     data_dir = tmp_path / "data"
     env = server_env(data_dir, root_key, public_keys)
@@ -79,6 +82,11 @@ async def acknowledge_then_kill(tmp_path: Path, count: int) -> Acknowledged:
                 )
                 value = capture_value(await host.call(CAPTURE, arguments))
                 store.captures.append((arguments, value["candidate_id"]))
+            admission = {
+                "candidate_id": store.captures[-1][1],
+                "idempotency_key": f"adm-{uuid.uuid4().hex}",
+            }
+            assert (await host.call(ADMIT, admission)).envelope["ok"] is True
         process.kill()
         process.wait(timeout=START_TIMEOUT_S)
     assert store.wal.stat().st_size > 0, "the acknowledged writes must be in the WAL"

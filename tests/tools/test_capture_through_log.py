@@ -102,7 +102,7 @@ def test_the_admission_of_an_unprojected_capture_finds_its_candidate(
     assert services.database.pending_rows()
     admitted = value(admit(alice, captured["candidate_id"]))
     assert admitted["outcome"]["status"] == "accepted"
-    assert not services.database.pending_rows()  # the pre-read projected it first
+    assert not services.database.pending_rows()  # its transaction projected it first
 
 
 def test_a_withdraw_sheds_every_segment_that_held_the_capture(

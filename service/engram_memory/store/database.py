@@ -289,6 +289,7 @@ class Database(CallLogWriting):
                 heads,
                 generation,
                 before_first_write=lambda tx: ran.extend(self.deferred.run_in(tx)),
+                pending={},  # `transaction` projects what is pending into it first
             )
             try:
                 yield tx
@@ -335,10 +336,12 @@ class Database(CallLogWriting):
         With `audit_complete` (the default) the call log's pending records are projected
         first, so the snapshot holds every acknowledged audit entry; the hot path's readers,
         which never read the audit tables, pass False and take no write transaction. With
-        `rows_complete` (the readers of candidates: an admission's pre-read, a key's
-        ownership check) they are projected first when any of them holds a mutation's rows
-        (a capture committed through the log), so the snapshot holds every acknowledged
-        candidate; `get` and `search` read records only, which no logged call writes.
+        `rows_complete` (a key's ownership check, which reads the file's rows directly)
+        they are projected first when any of them holds a mutation's rows (a capture
+        committed through the log). Without it, the snapshot still finds a pending capture's
+        candidate and idempotency result among the pending rows it took before it began
+        (`Transaction.pending_row`); `get` and `search` read records only, which no logged
+        call writes.
 
         DuckDB's MVCC gives the snapshot a consistent view of what was committed when it
         began, so a read sees every write of a committed call or none of it. The heads are
@@ -355,6 +358,9 @@ class Database(CallLogWriting):
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()
+        # Before BEGIN: a pending row projected meanwhile is then in the view or in the
+        # snapshot, never in neither.
+        pending = self.pending_view()
         try:
             cursor = self._readers.acquire()
         except duckdb.Error as exc:
@@ -365,7 +371,7 @@ class Database(CallLogWriting):
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
             try:
-                yield Transaction(self, cursor, heads, generation, writable=False)
+                yield Transaction(self, cursor, heads, generation, writable=False, pending=pending)
             finally:
                 # Nothing was written: ending the snapshot cannot lose anything.
                 with suppress(duckdb.Error):

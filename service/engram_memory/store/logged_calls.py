@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -49,6 +49,7 @@ BEFORE_COMMIT = "before_commit"
 AFTER_COMMIT = "after_commit"
 # Called with one of the points above and the tools whose audit entries the batch holds.
 ProjectionProbe = Callable[[str, frozenset[str]], None]
+_NOTHING_PENDING: Mapping[str, Sequence[Any]] = {}
 
 
 class CallLogWriting:
@@ -141,10 +142,10 @@ class CallLogWriting:
         projection = self._projection
         return None if projection is None else projection.event_hash(scope_ref, cursor)
 
-    def pending_result(self, identity: str) -> Sequence[Any] | None:
-        """See `transaction.Owner.pending_result`."""
+    def pending_view(self) -> Mapping[str, Sequence[Any]]:
+        """See `transaction.Owner.pending_view`."""
         projection = self._projection
-        return None if projection is None else projection.pending_result(identity)
+        return _NOTHING_PENDING if projection is None else projection.rows_view()
 
     def pending_rows(self) -> bool:
         """True while an unprojected record holds a mutation's rows (`reading`)."""

@@ -101,7 +101,26 @@ def _in_scope(rows: list[tuple[Any, ...]], scope_ref: str) -> tuple[Any, ...] | 
     return None
 
 
+def candidate_identity(scope_ref: str, candidate_id: str) -> str:
+    """The key under which a candidate the call log holds is looked up (`pending_row`)."""
+    return "\0".join(("candidate", scope_ref, candidate_id))
+
+
 def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> CandidateRow | None:
+    # A capture the call log acknowledged may not be in the file yet: its row as inserted.
+    pending = tx.pending_row(candidate_identity(scope_ref, candidate_id))
+    if pending is not None:
+        return CandidateRow(
+            candidate_id=str(pending[1]),
+            state="pending",
+            principal_ref=str(pending[2]),
+            payload_digest=str(pending[3]),
+            guard_digest=str(pending[4]),
+            record_digest=str(pending[5]),
+            record_id=str(pending[6]),
+            capture_cursor=int(pending[7]),
+            sealed_body=bytes(pending[8]),
+        )
     row = _in_scope(tx.fetchall(_Q["get_candidate"], [candidate_id]), scope_ref)
     if row is None:
         return None
@@ -341,7 +360,7 @@ def get_idempotency(
     if absent_at is not None and not tx.written_since(identity, absent_at):
         return None
     # A result the call log acknowledged (a capture) may not be in the file yet.
-    pending = tx.pending_result(identity)
+    pending = tx.pending_row(identity)
     if pending is not None:
         return IdempotencyRow(str(pending[3]), str(pending[4]), "completed", str(pending[5]))
     for row in tx.fetchall(_Q["get_idempotency"], [key_digest]):

@@ -18,7 +18,8 @@ audit ids they claim and the pruning they asked for; the record of a mutation co
 through the log (a capture, format 2) also holds the rows it inserts, by table, as values
 (store/recorded_writes.py): its journal event with its hash, its candidate with its sealed
 body (base64), its idempotency result. Until projected, those rows are what the writer
-publishes in memory: the idempotency results (`pending_result`), the journal heads.
+publishes in memory: the idempotency results and candidates (`rows_view`), the journal
+heads.
 """
 
 from __future__ import annotations
@@ -174,9 +175,11 @@ class Projection:
         self.position = position
         self._bound = bound
         self._unsure = False  # a projection's COMMIT outcome is unknown
-        # The idempotency results of pending records, by identity (memory.py): what a replay
-        # of an unprojected capture finds (`pending_result`).
-        self._results: dict[str, list[Any]] = {}
+        # The rows of pending records that readers look up before the file, by identity
+        # (memory.py: idempotency results, candidates): what a replay or an admission finds
+        # of an unprojected capture. Replaced, never changed in place: a read snapshot keeps
+        # the view it began with (`rows_view`).
+        self._rows: dict[str, list[Any]] = {}
         self._with_rows = 0  # pending records that hold a mutation's rows
         # A segment still on disk may hold a mutation's rows (plain digests of content): a
         # transaction that ends content rotates and releases (`release_rows`). Unknown at
@@ -204,8 +207,7 @@ class Projection:
             if call.tables:
                 self._with_rows += 1
                 self._rows_on_disk = True
-                for row in call.tables.get("idempotency", []):
-                    self._results[memory.idempotency_identity(row[0], row[1], row[2])] = row
+                self._rows = {**self._rows, **_keyed_rows(call)}
 
     def holds_rows(self) -> bool:
         """True while a pending record holds a mutation's rows (a candidate, say): a reader
@@ -213,10 +215,12 @@ class Projection:
         with self._lock:
             return self._with_rows > 0
 
-    def pending_result(self, identity: str) -> list[Any] | None:
-        """The idempotency row of `identity` a pending record holds, or None."""
+    def rows_view(self) -> dict[str, list[Any]]:
+        """The looked-up rows of the records pending now, by identity (never changed: a new
+        append or projection replaces it). A snapshot takes it before it begins, so a row
+        projected meanwhile is in the view or in the snapshot, never in neither."""
         with self._lock:
-            return self._results.get(identity)
+            return self._rows
 
     def event_hash(self, scope_ref: str, cursor: int) -> str | None:
         """The hash of journal event `cursor` of `scope_ref` if a pending record holds it (the
@@ -294,12 +298,8 @@ class Projection:
             self._pending = [(s, c) for s, c in self._pending if s > position]
             self.position = max(self.position, position)
             self._with_rows = sum(1 for _, c in self._pending if c.tables)
-            if self._results:
-                self._results = {
-                    memory.idempotency_identity(row[0], row[1], row[2]): row
-                    for _, c in self._pending
-                    for row in c.tables.get("idempotency", [])
-                }
+            if self._rows:
+                self._rows = {k: r for _, c in self._pending for k, r in _keyed_rows(c).items()}
         self._log.release_through(position)
 
     def release_rows(self) -> None:
@@ -323,6 +323,17 @@ class Projection:
     def outcome_unknown(self) -> None:
         """A projection's COMMIT may or may not have landed: read the position back first."""
         self._unsure = True
+
+
+def _keyed_rows(call: LoggedCall) -> dict[str, list[Any]]:
+    """The rows of `call` a reader looks up, by their identity (store/memory.py)."""
+    keyed = {
+        memory.idempotency_identity(row[0], row[1], row[2]): row
+        for row in call.tables.get("idempotency", [])
+    }
+    for row in call.tables.get("candidates", []):
+        keyed[memory.candidate_identity(row[0], row[1])] = row
+    return keyed
 
 
 def _insert_tables(tx: Transaction, calls: list[LoggedCall]) -> None:

@@ -13,7 +13,7 @@ and never recomputes a hash.
 Only the INSERTs in `RECORDED` may be recorded: anything else (an UPDATE, a statement a
 later tool adds) is refused as a programming error, because its effect could not be
 replayed from the rows alone. Reads go to a fresh read snapshot of the file (the call's own
-pending rows are published in memory: `pending_result`, heads).
+pending rows are published in memory: `Transaction.pending_row`, heads).
 """
 
 from __future__ import annotations

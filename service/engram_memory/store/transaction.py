@@ -7,7 +7,7 @@ write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
@@ -31,9 +31,9 @@ class Owner(Protocol):
         """False only if `key` was certainly not committed after `generation`."""
         ...
 
-    def pending_result(self, identity: str) -> Sequence[Any] | None:
-        """The idempotency row of `identity` a call-log record holds and the file may not
-        yet (store/projection.py), or None."""
+    def pending_view(self) -> Mapping[str, Sequence[Any]]:
+        """The rows call-log records hold and the file may not yet, by identity
+        (store/projection.py `rows_view`)."""
         ...
 
 
@@ -53,6 +53,7 @@ class Transaction:
         *,
         writable: bool = True,
         before_first_write: Callable[[Transaction], None] | None = None,
+        pending: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         self._database = database
         self._connection = connection
@@ -65,6 +66,10 @@ class Transaction:
         self._written_keys: list[str] = []
         self._index_changes: list[IndexChange] = []
         self._before_first_write = before_first_write
+        # The call log's unprojected rows this transaction sees (`pending_row`): a snapshot's
+        # view as it began; None: the store's current one; {} for a write transaction, which
+        # projected them into itself first.
+        self._pending = pending
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
         # It ends an item's content (`item_keys.end_content`): once it committed, the call
@@ -109,10 +114,12 @@ class Transaction:
         (store/published.py): a write transaction then need not read it again."""
         return self._database.written_since(key, generation)
 
-    def pending_result(self, identity: str) -> Sequence[Any] | None:
-        """The idempotency row of `identity` acknowledged through the call log and perhaps
-        not yet projected (a capture committed by its record): looked up before the file."""
-        return self._database.pending_result(identity)
+    def pending_row(self, identity: str) -> Sequence[Any] | None:
+        """The row of `identity` (store/memory.py) acknowledged through the call log and
+        perhaps not yet projected (a capture committed by its record): looked up before
+        the file."""
+        pending = self._database.pending_view() if self._pending is None else self._pending
+        return pending.get(identity)
 
     def insert_audit(self, batch: AuditBatch) -> None:
         """Write prepared audit entries (`audit.append_all`); a recording transaction keeps

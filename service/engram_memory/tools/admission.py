@@ -196,8 +196,9 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     audit.targets(candidate_id)
     mutation, _ = steps.guard_mutation(ctx, audit, parsed, confirmation, target=candidate_id)
-    # The candidate may be a capture the call log acknowledged: projected first if pending.
-    with ctx.services.database.reading(audit_complete=False, rows_complete=True) as tx:
+    # The candidate may be a capture the call log acknowledged and not yet projected: the
+    # snapshot finds it among the pending rows (memory.get_candidate).
+    with ctx.services.database.reading(audit_complete=False) as tx:
         replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:
             return ToolOutcome.succeeded({**replay, "replayed": True}, audit)
