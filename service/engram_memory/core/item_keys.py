@@ -129,7 +129,10 @@ def end_content(
         items.append(record_id)
     promised = [item for item in items if item not in already_promised]
     key_intents.promise(tx, ctx.scope_ref, promised, operation, ctx.now_ms)
-    tx.ended_content = True  # the call log's segments holding a capture go after COMMIT
+    if operation != "accept":
+        # Content is forgotten (an accept hands it on to the record): the call log's
+        # segments that may hold its capture, with plain digests, go after COMMIT.
+        tx.ended_content = True
     return items
 
 

@@ -30,6 +30,7 @@ check (a flipped byte, a missing or reordered segment, a chain that does not con
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import logging
@@ -56,6 +57,8 @@ _RELEASED = ".released"  # a projected segment on its way out (`release_through`
 GENESIS_CHAIN = bytes(32)
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # one call's record; larger is a programming error
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+# `_write`'s answer for a flush the disk refused for space and that was cut back.
+_UNDONE = StoreUnavailable("call log flush refused: no space left")
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,9 @@ class SegmentLog:
         self._pending: list[bytes] = []  # frames given a sequence, not yet written
         self._leader = False
         self._failed: StoreUnavailable | None = None
+        # A flush the disk refused for space was undone: the sequences above the durable head
+        # up to this one were never written, and their appenders fail (retriably).
+        self._rejected = 0
         self.flushes = 0  # fdatasyncs done: fewer than appends when calls share a flush
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -269,6 +275,8 @@ class SegmentLog:
             while self._durable.sequence < sequence:
                 if self._failed is not None:
                     raise StoreUnavailable("call log flush failed")
+                if sequence <= self._rejected:
+                    raise StoreUnavailable("call log flush refused: no space left")
                 if self._leader:
                     self._flushed.wait()
                 else:
@@ -287,6 +295,14 @@ class SegmentLog:
         finally:
             self._lock.acquire()
             self._leader = False
+        if failure is _UNDONE:
+            # Nothing of this flush is on disk: its frames, and those chained on them since,
+            # are dropped and their appenders fail; the log goes on from the durable head.
+            self._rejected = self._assigned.sequence
+            self._pending = []
+            self._assigned = self._durable
+            self._flushed.notify_all()
+            return
         if failure is None:
             self._durable = target
             self._segments[-1].last = target.sequence
@@ -299,11 +315,21 @@ class SegmentLog:
         self._flushed.notify_all()
 
     def _write(self, data: bytes) -> StoreUnavailable | None:
-        """One write and one fdatasync of `data` (by the leader, without the lock)."""
+        """One write and one fdatasync of `data` (by the leader, without the lock); `_UNDONE`
+        when the disk refused the write for space and the segment was cut back to its
+        durable end (a full disk is retriable, as for DuckDB's own writes). A failed
+        fdatasync is never undone: what the disk holds then is unknown, so the log stops."""
         try:
             written = 0
             while written < len(data):
                 written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC and self._cut_back():
+                log.error("call log: flush refused, no space left; nothing of it was kept")
+                return _UNDONE
+            log.error("call log: flush failed (%s)", type(exc).__name__)
+            return StoreUnavailable("call log flush failed")
+        try:
             os.fdatasync(self._fd)
         except OSError as exc:
             log.error("call log: flush failed (%s)", type(exc).__name__)
@@ -311,6 +337,15 @@ class SegmentLog:
         self._size += len(data)
         self.flushes += 1
         return None
+
+    def _cut_back(self) -> bool:
+        """Truncate the segment to its durable end, durably; False if that failed too."""
+        try:
+            os.ftruncate(self._fd, self._size)
+            os.fsync(self._fd)
+        except OSError:
+            return False
+        return True
 
     def _rotate(self, after: LogHead) -> StoreUnavailable | None:
         """Start a new segment after the durable record `after` (by the leader, lock held;
