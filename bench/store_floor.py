@@ -157,7 +157,6 @@ class StoreTimer:
         self.transactions: dict[str, int] = defaultdict(int)
         self.commit_ms: dict[str, float] = defaultdict(float)
         self.projections: dict[str, int] = defaultdict(int)
-        self.appends: dict[str, int] = defaultdict(int)  # call log records (commits by log)
         self._originals = {name: getattr(TransactionClass, name) for name in _STATEMENT_METHODS}
         for name, original in self._originals.items():
             setattr(TransactionClass, name, self._timing(original))
@@ -183,14 +182,6 @@ class StoreTimer:
             return position
 
         Projection.write_pending = projecting  # type: ignore[method-assign]
-        self._append = Projection.append
-        append = self._append
-
-        def appending(projection: Projection, call: Any) -> int:
-            self.appends[self._counted_as()] += 1
-            return append(projection, call)
-
-        Projection.append = appending  # type: ignore[method-assign]
 
     def _timing(self, original: Callable[..., Any]) -> Callable[..., Any]:
         def timing(tx: Transaction, *args: Any, **kwargs: Any) -> Any:
@@ -212,7 +203,6 @@ class StoreTimer:
         for name, original in self._originals.items():
             setattr(TransactionClass, name, original)
         Projection.write_pending = self._write_pending  # type: ignore[method-assign]
-        Projection.append = self._append  # type: ignore[method-assign]
 
 
 def _per_tool(services: Any, rounds: int) -> tuple[dict[str, list[float]], StoreTimer]:
@@ -263,7 +253,6 @@ def main() -> int:
         per_call[tool] = {
             "statements": round(counter.statements[tool] / calls, 1),
             "write transactions": round(counter.transactions[tool] / calls, 2),
-            "call log records": round(counter.appends[tool] / calls, 2),
             "call log projections": round(counter.projections[tool] / calls, 2),
             "mean ms": round(mean_ms, 1),
             "in statements ms": round(statement_ms, 1),

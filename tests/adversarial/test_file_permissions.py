@@ -29,12 +29,12 @@ from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import BINDING, demo_capture_arguments
 from engram_memory.client.reference_host import connect, wait_until_listening
 from engram_memory.host.keys import HostSigningKey
-from engram_memory.store.call_log import DIRECTORY as CALL_LOG_DIRECTORY
 from engram_memory.store.connection import DATABASE_FILE
 from tests.servers import bound_port, server_env
 
 pytestmark = pytest.mark.e2e
 
+WAL_FILE = DATABASE_FILE + ".wal"
 SERVE = [sys.executable, "-m", "engram_memory.cli", "serve"]
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="creating files owned by another user needs root"
@@ -124,9 +124,8 @@ async def test_a_loose_data_directory_is_tightened_at_start_with_one_log_line_pe
     data_dir = Path(env["ENGRAM_DATA_DIR"])
     with _http_server(env, tmp_path / "first.log") as url:
         await _capture(url, env, "Refund approved for case 7.")
-    # Killed mid-life: the capture's call-log record is there (and the WAL, once the
-    # background projector wrote it into the file), as after a crash.
-    assert any((data_dir / CALL_LOG_DIRECTORY).glob("*.seg"))
+    # Killed mid-life: the WAL is still there, as after a crash.
+    assert (data_dir / WAL_FILE).is_file()
     assert any((data_dir / "keys").rglob("*.key"))
     for path in _tree(data_dir):
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -154,7 +153,7 @@ async def test_files_are_private_under_a_permissive_umask_and_exports_and_backup
     data_dir = Path(env["ENGRAM_DATA_DIR"])
     with _http_server(env, tmp_path / "serve.log", umask_zero=True) as url:
         await _capture(url, env, "Refund approved under umask 000.")
-        assert any((data_dir / CALL_LOG_DIRECTORY).glob("*.seg"))  # the capture's record
+        assert (data_dir / WAL_FILE).is_file()
         for path in _tree(data_dir):
             assert _mode(path) == (0o700 if path.is_dir() else 0o600), path
     exports, archive = tmp_path / "exports" / "today", tmp_path / "nightly.backup"

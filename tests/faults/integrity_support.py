@@ -21,8 +21,6 @@ import pytest
 from engram_memory.admin.host_setup import init_host_dir
 from engram_memory.client.demo import demo_capture_arguments
 from engram_memory.client.reference_host import Binding, connect
-from engram_memory.contract.canonical import normalize
-from engram_memory.contract.digests import operation_digest
 from engram_memory.host.keys import HostSigningKey
 from engram_memory.store.connection import DATABASE_FILE
 from engram_memory.store.database import Database
@@ -31,10 +29,6 @@ from tests.servers import http_server, server_env
 
 ALICE = Binding(
     tenant="acme", workspace="support", principal="user:alice", purpose_ref="purpose:support-case"
-)
-# A contributor: policies/acme.yaml makes each of their captures need a confirmation.
-DAVE = Binding(
-    tenant="acme", workspace="support", principal="user:dave", purpose_ref="purpose:support-case"
 )
 CAPTURE = "engram_memory_capture"
 OPERATOR = "human:dana"  # holds `maintain` in acme/support (policies/acme.yaml)
@@ -70,11 +64,8 @@ def capture_value(outcome: Any) -> dict[str, Any]:
 
 
 async def acknowledge_then_kill(tmp_path: Path, count: int) -> Acknowledged:
-    """Start a server, get `count` captures acknowledged, then one confirmed capture, then
-    SIGKILL it: the confirmed capture is in the WAL only (nothing checkpoints it before the
-    kill). The others commit through the call log (issue 20), which still holds them; a
-    capture that spends a confirmation commits in a DuckDB transaction, so a lost WAL loses
-    it, which only the WAL held."""
+    """Start a server, get `count` captures acknowledged, then SIGKILL it: the writes are in
+    the WAL only (nothing checkpoints them before the kill)."""
     root_key, signing_key, public_keys = init_host_dir(tmp_path / "secrets")
     data_dir = tmp_path / "data"
     env = server_env(data_dir, root_key, public_keys)
@@ -88,11 +79,6 @@ async def acknowledge_then_kill(tmp_path: Path, count: int) -> Acknowledged:
                 )
                 value = capture_value(await host.call(CAPTURE, arguments))
                 store.captures.append((arguments, value["candidate_id"]))
-        async with connect(url, signer, DAVE) as host:  # a contributor: confirmed captures
-            arguments = demo_capture_arguments("A confirmed write.", f"ack-{uuid.uuid4().hex}")
-            target = operation_digest(CAPTURE, normalize(arguments))
-            token = host.confirmation_for(CAPTURE, arguments, target, "human:tester")
-            capture_value(await host.call(CAPTURE, arguments, confirmation=token))
         process.kill()
         process.wait(timeout=START_TIMEOUT_S)
     assert store.wal.stat().st_size > 0, "the acknowledged writes must be in the WAL"

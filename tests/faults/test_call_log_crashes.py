@@ -70,9 +70,7 @@ async def _answer_then_kill(base: Path) -> Killed:
     data_dir = base / "data"
     env = server_env(data_dir, secrets.root_key, secrets.public_keys)
     killed = Killed(Acknowledged(data_dir, env, secrets.signer), secrets, base / "older-log")
-    # The projector pauses at its first batch, the capture's (a capture commits through the
-    # log too): nothing of this life reaches the file.
-    failpoints = f"{KILL_AFTER_LOG_APPEND}:{GET},{PAUSE_PROJECTION}:{CAPTURE}"
+    failpoints = f"{KILL_AFTER_LOG_APPEND}:{GET},{PAUSE_PROJECTION}:{SEARCH}"
     async with server_life(data_dir, secrets, failpoints) as life:
         capture = demo_capture_arguments("Refund approved.", f"c-{uuid.uuid4().hex}")
         assert (await life.call(CAPTURE, capture))["ok"] is True

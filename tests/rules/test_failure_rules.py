@@ -23,8 +23,8 @@ from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.core.runtime import Services
 from tests.harness import Caller, fresh_key
-from tests.rules.steps import ADMIT, CAPTURE, GET, SEARCH, get_args
-from tests.tools.test_tool_rules import accepted_record, capture, high_water
+from tests.rules.steps import CAPTURE, GET, SEARCH, get_args
+from tests.tools.test_tool_rules import accepted_record, high_water
 
 
 def _raw_duckdb_error(services: Services, sql: str) -> str:
@@ -57,7 +57,7 @@ BREAK = {
 PROBE = {"candidates": "SELECT * FROM candidates", "records": "SELECT * FROM records"}
 
 
-@pytest.mark.parametrize("tool", [ADMIT, GET, SEARCH])
+@pytest.mark.parametrize("tool", [CAPTURE, GET, SEARCH])
 def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
     alice: Caller,
     services: Services,
@@ -67,9 +67,8 @@ def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     record_id = accepted_record(alice, "Readable until the store breaks.")
-    candidate_id = capture(alice, "Pending until the store breaks.")["candidate_id"]
     cursor = high_water(services)
-    table = "candidates" if tool == ADMIT else "records"
+    table = "candidates" if tool == CAPTURE else "records"
     with services.database.transaction() as tx:
         for statement in BREAK[table]:
             tx.execute(statement)
@@ -78,7 +77,7 @@ def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
     services.database.read_cache.clear()
     raw = _raw_duckdb_error(services, PROBE[table])
     arguments: dict[str, Any] = {
-        ADMIT: {"candidate_id": candidate_id, "idempotency_key": fresh_key()},
+        CAPTURE: demo_capture_arguments("Never stored.", fresh_key()),
         GET: get_args(alice, record_id),
         SEARCH: {"query": "readable", "purpose_ref": alice.purpose_ref},
     }[tool]
@@ -92,32 +91,6 @@ def test_unknown_store_failure_is_store_unavailable_without_raw_text_or_sql(
         caplog.text,
     )
     assert high_water(services) == cursor
-
-
-def test_a_capture_commits_in_the_call_log_and_a_broken_projection_fails_the_next_call_closed(
-    alice: Caller, services: Services, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A capture's commit point is the call log (docs/concepts/store.md): it is answered once
-    its record is durable there, whatever DuckDB does. When projecting it into a broken
-    table fails, the record stays pending and the next call that needs the store fails
-    with STORE_UNAVAILABLE, without DuckDB's text."""
-    caplog.set_level(logging.DEBUG)
-    with services.database.transaction() as tx:
-        for statement in BREAK["candidates"]:
-            tx.execute(statement)
-    raw = _raw_duckdb_error(services, PROBE["candidates"])
-
-    captured = alice.call(CAPTURE, demo_capture_arguments("Logged first.", fresh_key()))
-    assert captured["ok"] is True
-    candidate_id = captured["output"]["value"]["candidate_id"]
-    envelope = alice.call(ADMIT, {"candidate_id": candidate_id, "idempotency_key": fresh_key()})
-
-    _assert_constant_failure(
-        envelope,
-        ErrorCode.STORE_UNAVAILABLE,
-        [raw, raw.splitlines()[0], "candidates_lost", "SELECT", "INSERT"],
-        caplog.text,
-    )
 
 
 def test_unknown_key_store_failure_is_store_unavailable_without_a_path(

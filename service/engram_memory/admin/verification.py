@@ -71,17 +71,10 @@ def verify_store(
             entries, receipts = audit.verify(tx)
             position = read_position(tx)
         # Without the key, what the log holds beyond the file is read, not projected.
-        logged, events_logged = (
-            ({}, {}) if call_log_key is not None else _logged_entries(data_dir, position)
-        )
+        logged = {} if call_log_key is not None else _logged_entries(data_dir, position)
         _check_logged(logged, database.heads()[1].audit)
         entries += len(logged)
-        events += len(events_logged)
-        loss = (
-            None
-            if anchor is None
-            else find_loss(database, anchor, logged.get, lambda s, c: events_logged.get((s, c)))
-        )
+        loss = None if anchor is None else find_loss(database, anchor, logged.get)
     finally:
         database.close()
     if loss is not None:
@@ -92,28 +85,20 @@ def verify_store(
     return Verified(events, entries, receipts, tables, rows, checked)
 
 
-def _logged_entries(
-    data_dir: Path, position: int
-) -> tuple[dict[int, str], dict[tuple[str, int], str]]:
-    """{sequence: entry hash} of the audit entries and {(scope, cursor): event hash} of the
-    journal events (of captures) the call log holds beyond the file's `position`, each
-    checked to re-derive (read without the key: store/call_log_reader.py).
+def _logged_entries(data_dir: Path, position: int) -> dict[int, str]:
+    """{sequence: entry hash} of the audit entries the call log holds beyond the file's
+    `position`, each checked to re-derive (read without the key: store/call_log_reader.py).
 
     Raises:
         StoreCorrupt: a frame or record fails its check.
         AuditChainBroken: an entry does not re-derive.
-        JournalCorrupt: an event does not re-derive.
     """
     where = data_dir / CALL_LOG_DIRECTORY
     if not where.is_dir():
-        return {}, {}
+        return {}
     logged: dict[int, str] = {}
-    events: dict[tuple[str, int], str] = {}
     for _, payload in records_after(where, position):
-        call = LoggedCall.decode(payload)
-        for row in call.tables.get("journal_events", []):
-            events[(str(row[0]), int(row[1]))] = journal.logged_event_hash(row)
-        batch = call.batch
+        batch = LoggedCall.decode(payload).batch
         for row in batch.rows:
             try:
                 approval = next((a for a in batch.approvals if a[0] == row[0]), ())
@@ -123,7 +108,7 @@ def _logged_entries(
             if derived != row[16]:
                 raise AuditChainBroken(f"call log entry {row[0]} hash does not re-derive")
             logged[int(row[0])] = str(row[16])
-    return logged, events
+    return logged
 
 
 def _check_logged(logged: dict[int, str], head: tuple[int, str]) -> None:

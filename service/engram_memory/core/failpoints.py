@@ -21,8 +21,7 @@
   is carried out and before the rest and the clearing of the promises (admission, withdraw,
   forget). The fired line is logged (and flushed) before the process dies.
   `kill_after_log_append:<tool>` (any tool, reads included) once a call's audit entry is
-  durable in the call log and anchored, before it is answered (core/audit_writer.py; for a
-  capture, once its whole record is: core/mutation.py).
+  durable in the call log and anchored, before it is answered (core/audit_writer.py).
   `kill_during_projection:<tool>` once a background projection (store/projector.py) holding
   an audit entry of `<tool>` wrote its rows, before its COMMIT;
   `kill_after_projection:<tool>` once such a projection committed, before the call log

@@ -64,9 +64,7 @@ def fresh_key(ctx: CallContext, item_id: str) -> Iterator[FreshKey]:
         if path.exists():
             # No call of this process holds it (the claim is ours): either a committed row
             # owns it, and must keep it, or a crashed or failed attempt left it.
-            # With every acknowledged candidate: a capture appended to the call log owns
-            # its key before it is projected.
-            with services.database.reading(audit_complete=False, rows_complete=True) as tx:
+            with services.database.reading(audit_complete=False) as tx:
                 owned = key_intents.has_row(tx, ctx.scope_ref, item_id)
             if owned:
                 raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "item committed meanwhile")
@@ -129,10 +127,6 @@ def end_content(
         items.append(record_id)
     promised = [item for item in items if item not in already_promised]
     key_intents.promise(tx, ctx.scope_ref, promised, operation, ctx.now_ms)
-    if operation != "accept":
-        # Content is forgotten (an accept hands it on to the record): the call log's
-        # segments that may hold its capture, with plain digests, go after COMMIT.
-        tx.ended_content = True
     return items
 
 

@@ -11,12 +11,6 @@ as its last statement. A same-key call still in flight when the key was claimed 
 MUTATION_OUTCOME_UNKNOWN, or is replayed if it committed meanwhile. The tool then carries
 out the key destructions its writes promised (`item_keys.after_commit`), which differ per
 tool on a replay.
-
-A `capture` (`through_log`) commits through the store's call log instead, when one is
-attached and the call spends no confirmation (whose single use is still checked in a DuckDB
-transaction): the same steps run against a recording transaction under the chain lock, and
-the call's rows and audit entry are appended as one record, durable and anchored before it
-is answered (store/logged_calls.py `logged_mutation`, docs/concepts/store.md).
 """
 
 from __future__ import annotations
@@ -83,13 +77,9 @@ def commit_new_item(
     body: Mapping[str, JsonValue],
     write: Callable[[Transaction, bytes, Index | None], Written],
     index: indexing.RecordIndex | None = None,
-    *,
-    through_log: bool = False,
 ) -> Committed:
     """Commit a mutation that makes item `item_id` (capture's candidate, an accepted record):
     `write` gets `body` sealed under the item's new key, and `index` staged when given.
-    `through_log`: `write` only inserts (store/recorded_writes.py `RECORDED`), so the call
-    may commit through the call log.
 
     Raises:
         ToolError: as `commit`, and MUTATION_OUTCOME_UNKNOWN while a same-key call is in
@@ -106,9 +96,6 @@ def commit_new_item(
                 nullcontext() if index is None else indexing.staged_index(ctx, index)
             )
             with staging as staged:
-                database = ctx.services.database
-                if through_log and database.logs_calls and audit.confirmation is None:
-                    return _logged(ctx, audit, mutation, lambda tx: write(tx, sealed, staged))
                 return _transaction(ctx, audit, mutation, lambda tx: write(tx, sealed, staged))
     except ToolError as error:
         replay = steps.replay_after_race(ctx, mutation, error)
@@ -128,23 +115,4 @@ def _transaction(
             return Committed(replay, replayed=True)
         written = write(tx)
         steps.audit_in_transaction(tx, ctx, audit)
-    return Committed(written.output, written.ended)
-
-
-def _logged(
-    ctx: CallContext,
-    audit: CallAudit,
-    mutation: steps.MutationKey,
-    write: Callable[[Transaction], Written],
-) -> Committed:
-    """`_transaction` through the call log: the same steps, recorded and appended."""
-    with ctx.services.database.logged_mutation() as tx:
-        # Appends are serialized: a racing same-key call appended first is found here (its
-        # result is published in memory until projected: memory.get_idempotency).
-        replay = steps.stored_result(tx, ctx, mutation)
-        if replay is not None:
-            return Committed(replay, replayed=True)
-        written = write(tx)
-        steps.audit_in_transaction(tx, ctx, audit)
-    ctx.services.settings.failpoints.kill_after_log_append(ctx.tool)
     return Committed(written.output, written.ended)

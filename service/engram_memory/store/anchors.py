@@ -193,11 +193,10 @@ def compare(
     anchored: ChainHeads,
     actual: ChainHeads,
     pending: Callable[[int], str | None] = lambda _sequence: None,
-    pending_event: Callable[[str, int], str | None] = lambda _scope, _cursor: None,
 ) -> list[str]:
     """Where the store lacks what the anchor recorded: [] when every anchored position exists
-    with the anchored hash (`pending` / `pending_event`: the hash of an audit entry / a
-    journal event the call log holds and the file does not yet)."""
+    with the anchored hash (`pending`: the hash of an audit entry the call log holds and the
+    file does not yet)."""
     problems = []
     sequence, entry_hash = anchored.audit
     if sequence:
@@ -212,8 +211,6 @@ def compare(
         if not cursor:
             continue
         row = tx.fetchone(_Q["event_hash_at"], [scope_ref, cursor])
-        if row is None and (logged_event := pending_event(scope_ref, cursor)) is not None:
-            row = (logged_event,)
         have = actual.journal_head(scope_ref)[0]
         if row is None and not have:
             problems.append(f"journal of {scope_ref} is gone, anchored cursor {cursor}")
@@ -228,12 +225,11 @@ def find_loss(
     database: Database,
     file: AnchorFile,
     logged: Callable[[int], str | None] | None = None,
-    logged_events: Callable[[str, int], str | None] | None = None,
 ) -> Loss | None:
     """Compare the store with its anchor; None when nothing acknowledged is missing.
 
-    `logged` / `logged_events`: the hash of an audit entry / a journal event the call log
-    holds and the file not yet (the store's own pending records when not given).
+    `logged`: the hash of an audit entry the call log holds and the file not yet (the
+    store's own pending records when not given).
 
     Raises:
         StoreCorrupt / StoreUnavailable: the store could not be read.
@@ -251,13 +247,7 @@ def find_loss(
             if marked is None or not marked[0]:
                 return None
             return Loss(None, actual, (f"anchor {file.where} is missing",))
-        problems = compare(
-            tx,
-            anchored,
-            actual,
-            logged or database.pending_audit_hash,
-            logged_events or database.pending_event_hash,
-        )
+        problems = compare(tx, anchored, actual, logged or database.pending_audit_hash)
     return Loss(anchored, actual, tuple(problems)) if problems else None
 
 

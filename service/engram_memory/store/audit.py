@@ -140,7 +140,7 @@ def append_all(tx: Transaction, records: Sequence[AuditRecord]) -> list[str]:
         StoreUnavailable: the write failed; the caller must fail every call of `records`.
     """
     batch = prepare(records, tx.audit_head())  # the writer's head cache, not a query
-    tx.insert_audit(batch)
+    batch.insert(tx)
     if batch.rows:
         tx.moved_audit_head(batch.head)
     return batch.hashes()

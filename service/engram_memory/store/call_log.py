@@ -30,7 +30,6 @@ check (a flipped byte, a missing or reordered segment, a chain that does not con
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import hmac
 import logging
@@ -57,8 +56,6 @@ _RELEASED = ".released"  # a projected segment on its way out (`release_through`
 GENESIS_CHAIN = bytes(32)
 MAX_RECORD_BYTES = 64 * 1024 * 1024  # one call's record; larger is a programming error
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
-# `_write`'s answer for a flush the disk refused for space and that was cut back.
-_UNDONE = StoreUnavailable("call log flush refused: no space left")
 
 
 @dataclass(frozen=True)
@@ -84,10 +81,6 @@ class CallLog(Protocol):
 
     def release_through(self, sequence: int) -> None:
         """Records up to `sequence` are durable elsewhere (projected): their space may go."""
-
-    def rotate(self) -> None:
-        """Write the next records elsewhere, so that every record durable now can be released
-        (`release_through`) once projected. Raises: StoreUnavailable (the log stopped)."""
 
     def close(self) -> None:
         """Wait for a flush under way, then release the log."""
@@ -143,9 +136,6 @@ class SegmentLog:
         self._pending: list[bytes] = []  # frames given a sequence, not yet written
         self._leader = False
         self._failed: StoreUnavailable | None = None
-        # A flush the disk refused for space was undone: the sequences above the durable head
-        # up to this one were never written, and their appenders fail (retriably).
-        self._rejected = 0
         self.flushes = 0  # fdatasyncs done: fewer than appends when calls share a flush
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -275,8 +265,6 @@ class SegmentLog:
             while self._durable.sequence < sequence:
                 if self._failed is not None:
                     raise StoreUnavailable("call log flush failed")
-                if sequence <= self._rejected:
-                    raise StoreUnavailable("call log flush refused: no space left")
                 if self._leader:
                     self._flushed.wait()
                 else:
@@ -295,14 +283,6 @@ class SegmentLog:
         finally:
             self._lock.acquire()
             self._leader = False
-        if failure is _UNDONE:
-            # Nothing of this flush is on disk: its frames, and those chained on them since,
-            # are dropped and their appenders fail; the log goes on from the durable head.
-            self._rejected = self._assigned.sequence
-            self._pending = []
-            self._assigned = self._durable
-            self._flushed.notify_all()
-            return
         if failure is None:
             self._durable = target
             self._segments[-1].last = target.sequence
@@ -315,21 +295,11 @@ class SegmentLog:
         self._flushed.notify_all()
 
     def _write(self, data: bytes) -> StoreUnavailable | None:
-        """One write and one fdatasync of `data` (by the leader, without the lock); `_UNDONE`
-        when the disk refused the write for space and the segment was cut back to its
-        durable end (a full disk is retriable, as for DuckDB's own writes). A failed
-        fdatasync is never undone: what the disk holds then is unknown, so the log stops."""
+        """One write and one fdatasync of `data` (by the leader, without the lock)."""
         try:
             written = 0
             while written < len(data):
                 written += os.write(self._fd, data[written:])
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC and self._cut_back():
-                log.error("call log: flush refused, no space left; nothing of it was kept")
-                return _UNDONE
-            log.error("call log: flush failed (%s)", type(exc).__name__)
-            return StoreUnavailable("call log flush failed")
-        try:
             os.fdatasync(self._fd)
         except OSError as exc:
             log.error("call log: flush failed (%s)", type(exc).__name__)
@@ -337,15 +307,6 @@ class SegmentLog:
         self._size += len(data)
         self.flushes += 1
         return None
-
-    def _cut_back(self) -> bool:
-        """Truncate the segment to its durable end, durably; False if that failed too."""
-        try:
-            os.ftruncate(self._fd, self._size)
-            os.fsync(self._fd)
-        except OSError:
-            return False
-        return True
 
     def _rotate(self, after: LogHead) -> StoreUnavailable | None:
         """Start a new segment after the durable record `after` (by the leader, lock held;
@@ -410,28 +371,6 @@ class SegmentLog:
                 continue
             if not shred(released):
                 log.error("call log: segment %s could not be removed", segment.path.name)
-
-    def rotate(self) -> None:
-        """See `CallLog.rotate`: start a new segment after the durable head, unless the one
-        being written holds no record. Used when content ends (withdraw, forget): a released
-        segment is shredded, and with it the plain digests a capture's record held.
-
-        Raises:
-            StoreUnavailable: the log stopped, or the new segment could not be started (the
-                log then stops, as after a failed flush).
-        """
-        with self._lock:
-            while self._leader:
-                self._flushed.wait()
-            if self._failed is not None:
-                raise StoreUnavailable("call log stopped after a failed flush")
-            tail = self._segments[-1]
-            if tail.last < tail.first:
-                return
-            failure = self._rotate(self._durable)
-            if failure is not None:
-                self._failed = failure
-                raise failure
 
     def first_available(self) -> int:
         """The sequence of the oldest record still on disk (the head's + 1 when none is):

@@ -262,14 +262,6 @@ class Database(CallLogWriting):
                 raise
             if projection is not None and position is not None:
                 projection.committed(position)
-            if projection is not None and tx.ended_content:
-                # Still under the chain lock: nothing was appended since this transaction
-                # projected, so every segment can go. A capture's record holds plain digests
-                # of its content, which must not outlive a withdraw or forget.
-                try:
-                    projection.release_rows()
-                except StoreUnavailable:
-                    log.error("store: call log segments holding ended content not released")
 
     @contextmanager
     def _direct_transaction(self) -> Iterator[Transaction]:
@@ -289,7 +281,6 @@ class Database(CallLogWriting):
                 heads,
                 generation,
                 before_first_write=lambda tx: ran.extend(self.deferred.run_in(tx)),
-                pending={},  # `transaction` projects what is pending into it first
             )
             try:
                 yield tx
@@ -328,20 +319,12 @@ class Database(CallLogWriting):
             self._anchor.cover(generation)
 
     @contextmanager
-    def reading(
-        self, *, audit_complete: bool = True, rows_complete: bool = False
-    ) -> Iterator[Transaction]:
+    def reading(self, *, audit_complete: bool = True) -> Iterator[Transaction]:
         """One read-only snapshot on a cursor of its own; never waits for the writer lock.
 
         With `audit_complete` (the default) the call log's pending records are projected
         first, so the snapshot holds every acknowledged audit entry; the hot path's readers,
-        which never read the audit tables, pass False and take no write transaction. With
-        `rows_complete` (a key's ownership check, which reads the file's rows directly)
-        they are projected first when any of them holds a mutation's rows (a capture
-        committed through the log). Without it, the snapshot still finds a pending capture's
-        candidate and idempotency result among the pending rows it took before it began
-        (`Transaction.pending_row`); `get` and `search` read records only, which no logged
-        call writes.
+        which never read the audit tables, pass False and take no write transaction.
 
         DuckDB's MVCC gives the snapshot a consistent view of what was committed when it
         began, so a read sees every write of a committed call or none of it. The heads are
@@ -351,16 +334,13 @@ class Database(CallLogWriting):
             StoreCorrupt: the file is damaged (now or earlier).
             StoreUnavailable: the snapshot could not begin or a query failed.
         """
-        if audit_complete or (rows_complete and self.pending_rows()):
+        if audit_complete:
             self.project()
         elif self._projector is not None:
             self._projector.active()
         if self._damaged:
             raise StoreCorrupt("store stopped: file damaged")
         generation, heads = self.heads()
-        # Before BEGIN: a pending row projected meanwhile is then in the view or in the
-        # snapshot, never in neither.
-        pending = self.pending_view()
         try:
             cursor = self._readers.acquire()
         except duckdb.Error as exc:
@@ -371,7 +351,7 @@ class Database(CallLogWriting):
             except duckdb.Error as exc:
                 raise self.driver_failure(exc, "begin failed") from exc
             try:
-                yield Transaction(self, cursor, heads, generation, writable=False, pending=pending)
+                yield Transaction(self, cursor, heads, generation, writable=False)
             finally:
                 # Nothing was written: ending the snapshot cannot lose anything.
                 with suppress(duckdb.Error):

@@ -17,7 +17,6 @@ from engram_memory.store.connection import load_queries
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "journal.sql")
-INSERT_SQL = _Q["insert"]  # recorded for the call log by store/recorded_writes.py
 
 
 @dataclass(frozen=True)
@@ -135,32 +134,6 @@ def verify_scope(tx: Transaction, scope_ref: str) -> int:
             raise JournalCorrupt(f"broken chain at cursor {cursor}")
         expected_previous, expected_cursor = event_hash, expected_cursor + 1
     return expected_cursor - 1
-
-
-def logged_event_hash(row: list[object]) -> str:
-    """The hash of an event recorded for the call log (its `insert` parameters), checked to
-    re-derive from its body as `verify_scope` does.
-
-    Raises:
-        JournalCorrupt: the row is malformed or its hash does not re-derive.
-    """
-    try:
-        scope_ref, cursor, event_id = row[0], row[1], row[2]
-        body = json.loads(str(row[5]))
-        event_hash = str(row[7])
-        intact = (
-            isinstance(body, dict)
-            and body.get("scope_ref") == scope_ref
-            and body.get("cursor") == str(cursor)
-            and body.get("event_id") == event_id
-            and body.get("previous_event_hash") == row[6]
-            and digest("memory-journal-event", body, field="event_hash") == event_hash
-        )
-    except (ValueError, IndexError, TypeError) as exc:
-        raise JournalCorrupt("a logged event is malformed") from exc
-    if not intact:
-        raise JournalCorrupt(f"logged event {cursor} of {scope_ref} does not re-derive")
-    return event_hash
 
 
 def scopes(tx: Transaction) -> list[str]:

@@ -8,21 +8,15 @@ pending before it begins. A projection writes rows already chained: the backgrou
 only the connection's lock, so appends go on while it runs. A background
 projector (store/projector.py), started once the store is served, projects while the writer
 is idle, so that a mutation rarely finds anything pending.
-
-A `capture` commits through the log too (`logged_mutation`): its code runs against a
-recording transaction (store/recorded_writes.py) under the chain lock, and its rows are
-appended as one record, durable and anchored before it is answered.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
-
-import duckdb
 
 from engram_memory.contract.exceptions import (
     CommitOutcomeUnknown,
@@ -36,7 +30,6 @@ from engram_memory.store.heads import ChainHeads, Head, HeadsAnchor
 from engram_memory.store.projection import LoggedCall, Projection, read_position
 from engram_memory.store.projector import BackgroundProjector
 from engram_memory.store.published import Publication
-from engram_memory.store.recorded_writes import RecordingTransaction
 from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.store")
@@ -49,7 +42,6 @@ BEFORE_COMMIT = "before_commit"
 AFTER_COMMIT = "after_commit"
 # Called with one of the points above and the tools whose audit entries the batch holds.
 ProjectionProbe = Callable[[str, frozenset[str]], None]
-_NOTHING_PENDING: Mapping[str, Sequence[Any]] = {}
 
 
 class CallLogWriting:
@@ -63,25 +55,9 @@ class CallLogWriting:
     _damaged: bool
     _projector: BackgroundProjector | None
     _projection_probe: ProjectionProbe | None
-    _commits: threading.local
 
     def _direct_transaction(self) -> AbstractContextManager[Transaction]:
         """A transaction that does not project first (`Database` defines it)."""
-        raise NotImplementedError
-
-    def reading(
-        self, *, audit_complete: bool = True, rows_complete: bool = False
-    ) -> AbstractContextManager[Transaction]:
-        """A read snapshot (`Database` defines it)."""
-        raise NotImplementedError
-
-    def commits_on_this_thread(self) -> int:
-        raise NotImplementedError
-
-    def driver_failure(self, exc: duckdb.Error | OSError, what: str) -> StoreUnavailable:
-        raise NotImplementedError
-
-    def written_since(self, key: str, generation: int) -> bool:
         raise NotImplementedError
 
     def _load_heads(self) -> ChainHeads:
@@ -112,21 +88,19 @@ class CallLogWriting:
             projection = Projection(log_, position)
             expected = position + 1
             audit_head = None
-            journal_heads: dict[str, Head] = {}
             for sequence, payload in log_.read_from(position + 1):
                 if sequence != expected:
                     raise StoreCorrupt(f"call log: records missing before {sequence}")
                 call = LoggedCall.decode(payload)
                 projection.queue(sequence, call)
                 audit_head = call.batch.head if call.batch.rows else audit_head
-                journal_heads.update(call.journal_heads())
                 expected += 1
             if expected != head + 1:
                 raise StoreCorrupt(f"call log: records missing after {expected - 1}")
             heads = self._load_heads()
             _continues(projection.first_audit_row(), heads.audit)
             self._projection = projection
-            self._published.reset(heads.advanced(audit_head, journal_heads))
+            self._published.reset(heads.advanced(audit_head, {}))
             if project:
                 self._project_locked()
 
@@ -135,22 +109,6 @@ class CallLogWriting:
         yet in this file (the anchor comparison at start, store/anchors.py)."""
         projection = self._projection
         return None if projection is None else projection.audit_hash(sequence)
-
-    def pending_event_hash(self, scope_ref: str, cursor: int) -> str | None:
-        """The hash of journal event `cursor` of `scope_ref` if it is acknowledged in the
-        call log and not yet in this file (the anchor comparison at start)."""
-        projection = self._projection
-        return None if projection is None else projection.event_hash(scope_ref, cursor)
-
-    def pending_view(self) -> Mapping[str, Sequence[Any]]:
-        """See `transaction.Owner.pending_view`."""
-        projection = self._projection
-        return _NOTHING_PENDING if projection is None else projection.rows_view()
-
-    def pending_rows(self) -> bool:
-        """True while an unprojected record holds a mutation's rows (`reading`)."""
-        projection = self._projection
-        return projection is not None and projection.holds_rows()
 
     @property
     def call_log(self) -> CallLog | None:
@@ -192,49 +150,6 @@ class CallLogWriting:
             generation = self._published.publish(batch.head if batch.rows else None, {}, ())
         if generation and self._anchor is not None:
             self._anchor.cover(generation)
-        self._after_append(projection)
-
-    @contextmanager
-    def logged_mutation(self) -> Iterator[RecordingTransaction]:
-        """A mutation committed through the call log: the block writes into a recording
-        transaction (store/recorded_writes.py) under the chain lock; on a clean exit what it
-        recorded is appended as one record, durable and anchored when this returns, and
-        counts as a commit on this thread. A block that records nothing (a replay found
-        under the lock) appends nothing; an exception appends nothing.
-
-        Raises:
-            StoreCorrupt: the store is stopped.
-            StoreUnavailable: nothing was made durable; CommitOutcomeUnknown: durable, but the
-                head anchor could not cover it.
-        """
-        projection = self._projection
-        if projection is None:
-            raise StoreUnavailable("no call log attached")
-        if self._projector is not None:
-            self._projector.active()
-        with self._chain_lock:
-            if self._damaged:
-                raise StoreCorrupt("store stopped: file damaged")
-            generation, heads = self._published.current()
-            snapshot = lambda: self.reading(audit_complete=False)  # noqa: E731
-            tx = RecordingTransaction(self, heads, generation, snapshot)
-            yield tx
-            if not tx.recorded() or tx.audit is None:
-                # Nothing written, or a programming error: a mutation without its audit entry
-                # is never committed.
-                if tx.recorded():
-                    raise StoreUnavailable("a mutation's record lacks its audit entry")
-                return
-            projection.append(LoggedCall(tx.audit, None, tx.tables))
-            # Durable: from here the call's writes exist (item_keys.fresh_key keeps its key).
-            self._commits.count = self.commits_on_this_thread() + 1
-            audit_head, journal_heads = tx.moved_heads()
-            generation = self._published.publish(audit_head, journal_heads, tx.written_keys())
-        if generation and self._anchor is not None:
-            self._anchor.cover(generation)
-        self._after_append(projection)
-
-    def _after_append(self, projection: Projection) -> None:
         if projection.full():  # the projector fell behind: memory stays bounded
             try:
                 self.project()

@@ -26,9 +26,6 @@ from engram_memory.store.index_changes import (
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "memory.sql")
-# Recorded for the call log by store/recorded_writes.py (a capture's rows).
-INSERT_CANDIDATE_SQL = _Q["insert_candidate"]
-PUT_IDEMPOTENCY_SQL = _Q["put_idempotency"]
 
 
 @dataclass(frozen=True)
@@ -101,26 +98,7 @@ def _in_scope(rows: list[tuple[Any, ...]], scope_ref: str) -> tuple[Any, ...] | 
     return None
 
 
-def candidate_identity(scope_ref: str, candidate_id: str) -> str:
-    """The key under which a candidate the call log holds is looked up (`pending_row`)."""
-    return "\0".join(("candidate", scope_ref, candidate_id))
-
-
 def get_candidate(tx: Transaction, scope_ref: str, candidate_id: str) -> CandidateRow | None:
-    # A capture the call log acknowledged may not be in the file yet: its row as inserted.
-    pending = tx.pending_row(candidate_identity(scope_ref, candidate_id))
-    if pending is not None:
-        return CandidateRow(
-            candidate_id=str(pending[1]),
-            state="pending",
-            principal_ref=str(pending[2]),
-            payload_digest=str(pending[3]),
-            guard_digest=str(pending[4]),
-            record_digest=str(pending[5]),
-            record_id=str(pending[6]),
-            capture_cursor=int(pending[7]),
-            sealed_body=bytes(pending[8]),
-        )
     row = _in_scope(tx.fetchall(_Q["get_candidate"], [candidate_id]), scope_ref)
     if row is None:
         return None
@@ -337,8 +315,7 @@ def postings_for_terms(tx: Transaction, scope_ref: str, terms: Sequence[str]) ->
 # -- idempotency and confirmations ---------------------------------------------------------
 
 
-def idempotency_identity(scope_ref: str, principal_ref: str, key_digest: str) -> str:
-    """The key under which an idempotency result is published (`written_since`)."""
+def _idempotency_identity(scope_ref: str, principal_ref: str, key_digest: str) -> str:
     return "\0".join(("idempotency", scope_ref, principal_ref, key_digest))
 
 
@@ -356,13 +333,9 @@ def get_idempotency(
     again only if a commit since then wrote this key (store/published.py), so a write
     transaction re-checks a race without repeating the lookup when there was none.
     """
-    identity = idempotency_identity(scope_ref, principal_ref, key_digest)
+    identity = _idempotency_identity(scope_ref, principal_ref, key_digest)
     if absent_at is not None and not tx.written_since(identity, absent_at):
         return None
-    # A result the call log acknowledged (a capture) may not be in the file yet.
-    pending = tx.pending_row(identity)
-    if pending is not None:
-        return IdempotencyRow(str(pending[3]), str(pending[4]), "completed", str(pending[5]))
     for row in tx.fetchall(_Q["get_idempotency"], [key_digest]):
         # Keyed by the indexed digest alone (see `_in_scope`); the rest of the key is here.
         if row[4] == scope_ref and row[5] == principal_ref:
@@ -385,7 +358,7 @@ def put_idempotency(
         _Q["put_idempotency"],
         [scope_ref, principal_ref, key_digest, tool, operation_digest, result_json, now_ms],
     )
-    tx.wrote_key(idempotency_identity(scope_ref, principal_ref, key_digest))
+    tx.wrote_key(_idempotency_identity(scope_ref, principal_ref, key_digest))
 
 
 def confirmation_used(tx: Transaction, jti: str, *, unused_at: int | None = None) -> bool:

@@ -14,35 +14,26 @@ the next projection reads it back in its own transaction and drops what is alrea
 
 Records are JSON (`LoggedCall.encode`): the audit rows as `audit.prepare` computed them (the
 chain hashes included, so replay writes exactly what was acknowledged), their receipts, the
-audit ids they claim and the pruning they asked for; the record of a mutation committed
-through the log (a capture, format 2) also holds the rows it inserts, by table, as values
-(store/recorded_writes.py): its journal event with its hash, its candidate with its sealed
-body (base64), its idempotency result. Until projected, those rows are what the writer
-publishes in memory: the idempotency results and candidates (`rows_view`), the journal
-heads.
+audit ids they claim and the pruning they asked for.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engram_memory.contract.exceptions import StoreCorrupt
-from engram_memory.store import audit, decision_inputs, memory
+from engram_memory.store import audit, decision_inputs
 from engram_memory.store.call_log import CallLog
 from engram_memory.store.connection import load_queries
-from engram_memory.store.heads import Head
-from engram_memory.store.recorded_writes import BYTES_COLUMNS, TABLES
 from engram_memory.store.transaction import Transaction
 
 _Q = load_queries("engram_memory.store.sql", "projection.sql")
-_FORMAT = 1  # audit rows only
-_FORMAT_ROWS = 2  # and the rows of a mutation, by table (a build that knows only 1 refuses it)
+_FORMAT = 1
 # Pending records kept in memory before an append projects them itself (bounded memory; a
 # record of a read is ~2-5 KB with its kept decision inputs).
 DEFAULT_PENDING_BOUND = 256
@@ -51,17 +42,15 @@ log = logging.getLogger("engram_memory.store")
 
 @dataclass
 class LoggedCall:
-    """What one log record writes: audit entries (with receipts and claims), a pruning, and
-    the rows of a mutation committed through the log (`tables`: table -> rows of values)."""
+    """What one log record writes: audit entries (with receipts and claims) and a pruning."""
 
     batch: audit.AuditBatch
     prune_before_ms: int | None = None
-    tables: dict[str, list[list[Any]]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         b = self.batch
-        body: dict[str, Any] = {
-            "format": _FORMAT_ROWS if self.tables else _FORMAT,
+        body = {
+            "format": _FORMAT,
             "head": list(b.head),
             "rows": b.rows,
             "approvals": b.approvals,
@@ -70,11 +59,6 @@ class LoggedCall:
             "inputs": b.inputs,
             "prune_before_ms": self.prune_before_ms,
         }
-        if self.tables:
-            body["tables"] = {
-                table: [_bytes_out(table, row) for row in rows]
-                for table, rows in self.tables.items()
-            }
         return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -83,7 +67,7 @@ class LoggedCall:
         a record of another format, never a torn one)."""
         try:
             body = json.loads(payload)
-            if not isinstance(body, dict) or body.get("format") not in (_FORMAT, _FORMAT_ROWS):
+            if not isinstance(body, dict) or body.get("format") != _FORMAT:
                 raise ValueError("format")
             sequence, entry_hash = body["head"]
             batch = audit.AuditBatch(
@@ -103,45 +87,9 @@ class LoggedCall:
                 or not (prune is None or isinstance(prune, int))
             ):
                 raise ValueError("shape")
-            tables = _tables(body.get("tables", {})) if body["format"] == _FORMAT_ROWS else {}
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreCorrupt("call log: a record is not in a known format") from exc
-        return cls(batch, prune, tables)
-
-    def journal_heads(self) -> dict[str, Head]:
-        """The journal head each scope has after this record's events."""
-        return {str(row[0]): (int(row[1]), str(row[7])) for row in self.tables.get(_JOURNAL, [])}
-
-
-_JOURNAL = "journal_events"
-
-
-def _bytes_out(table: str, row: list[Any]) -> list[Any]:
-    column = BYTES_COLUMNS.get(table)
-    if column is None:
-        return row
-    encoded = list(row)
-    encoded[column] = base64.b64encode(row[column]).decode("ascii")
-    return encoded
-
-
-def _tables(value: Any) -> dict[str, list[list[Any]]]:
-    """The recorded rows of a format-2 record, bytes columns decoded.
-
-    Raises:
-        ValueError: an unknown table or a row of the wrong shape.
-    """
-    if not isinstance(value, dict) or not value or any(t not in TABLES for t in value):
-        raise ValueError("tables")
-    tables: dict[str, list[list[Any]]] = {}
-    for table, rows in value.items():
-        decoded = _rows(rows)
-        column = BYTES_COLUMNS.get(table)
-        if column is not None:
-            for row in decoded:
-                row[column] = base64.b64decode(row[column], validate=True)
-        tables[table] = decoded
-    return tables
+        return cls(batch, prune)
 
 
 def _rows(value: Any) -> list[list[Any]]:
@@ -175,16 +123,6 @@ class Projection:
         self.position = position
         self._bound = bound
         self._unsure = False  # a projection's COMMIT outcome is unknown
-        # The rows of pending records that readers look up before the file, by identity
-        # (memory.py: idempotency results, candidates): what a replay or an admission finds
-        # of an unprojected capture. Replaced, never changed in place: a read snapshot keeps
-        # the view it began with (`rows_view`).
-        self._rows: dict[str, list[Any]] = {}
-        self._with_rows = 0  # pending records that hold a mutation's rows
-        # A segment still on disk may hold a mutation's rows (plain digests of content): a
-        # transaction that ends content rotates and releases (`release_rows`). Unknown at
-        # start, so assumed.
-        self._rows_on_disk = log_.durable_head().sequence > 0
 
     @property
     def log(self) -> CallLog:
@@ -204,33 +142,6 @@ class Projection:
     def queue(self, sequence: int, call: LoggedCall) -> None:
         with self._lock:
             self._pending.append((sequence, call))
-            if call.tables:
-                self._with_rows += 1
-                self._rows_on_disk = True
-                self._rows = {**self._rows, **_keyed_rows(call)}
-
-    def holds_rows(self) -> bool:
-        """True while a pending record holds a mutation's rows (a candidate, say): a reader
-        of those tables must project first (`Database.reading(rows_complete=True)`)."""
-        with self._lock:
-            return self._with_rows > 0
-
-    def rows_view(self) -> dict[str, list[Any]]:
-        """The looked-up rows of the records pending now, by identity (never changed: a new
-        append or projection replaces it). A snapshot takes it before it begins, so a row
-        projected meanwhile is in the view or in the snapshot, never in neither."""
-        with self._lock:
-            return self._rows
-
-    def event_hash(self, scope_ref: str, cursor: int) -> str | None:
-        """The hash of journal event `cursor` of `scope_ref` if a pending record holds it (the
-        anchor comparison at start, store/anchors.py)."""
-        with self._lock:
-            for _, call in self._pending:
-                for row in call.tables.get("journal_events", []):
-                    if row[0] == scope_ref and int(row[1]) == cursor:
-                        return str(row[7])
-        return None
 
     def pending(self) -> int:
         with self._lock:
@@ -283,7 +194,6 @@ class Projection:
             if call.prune_before_ms is not None:
                 prunes.append(call.prune_before_ms)
         batch.claims = _latest_claims(batch.claims)
-        _insert_tables(tx, [call for _, call in pending])
         batch.insert(tx, claims_sql=_Q["claim_audit_ids"])
         if prunes:  # an expired id needs no guard whenever it goes: the latest instant
             audit.prune_used_audit_ids(tx, max(prunes))
@@ -297,55 +207,11 @@ class Projection:
         with self._lock:
             self._pending = [(s, c) for s, c in self._pending if s > position]
             self.position = max(self.position, position)
-            self._with_rows = sum(1 for _, c in self._pending if c.tables)
-            if self._rows:
-                self._rows = {k: r for _, c in self._pending for k, r in _keyed_rows(c).items()}
         self._log.release_through(position)
-
-    def release_rows(self) -> None:
-        """After a COMMIT that ended content, with nothing pending (the caller holds the
-        chain lock, and its transaction projected what was pending): start a new segment and
-        shred every segment whose records are projected, so no segment still on disk holds a
-        capture's plain digests or sealed body. A no-op when no segment may hold any.
-
-        Raises:
-            StoreUnavailable: the log could not start a new segment (it stopped).
-        """
-        with self._lock:
-            if not self._rows_on_disk or self._pending:
-                return
-            position = self.position
-        self._log.rotate()
-        self._log.release_through(position)
-        with self._lock:
-            self._rows_on_disk = False
 
     def outcome_unknown(self) -> None:
         """A projection's COMMIT may or may not have landed: read the position back first."""
         self._unsure = True
-
-
-def _keyed_rows(call: LoggedCall) -> dict[str, list[Any]]:
-    """The rows of `call` a reader looks up, by their identity (store/memory.py)."""
-    keyed = {
-        memory.idempotency_identity(row[0], row[1], row[2]): row
-        for row in call.tables.get("idempotency", [])
-    }
-    for row in call.tables.get("candidates", []):
-        keyed[memory.candidate_identity(row[0], row[1])] = row
-    return keyed
-
-
-def _insert_tables(tx: Transaction, calls: list[LoggedCall]) -> None:
-    """The mutations' rows of `calls`, one statement per table (column-wise lists).
-
-    Raises:
-        StoreUnavailable: a statement failed.
-    """
-    for table in TABLES:
-        rows = [row for call in calls for row in call.tables.get(table, [])]
-        if rows:
-            tx.execute(_Q[f"insert_{table}"], [list(column) for column in zip(*rows, strict=True)])
 
 
 def _latest_claims(claims: Iterable[list[Any]]) -> list[list[Any]]:

@@ -7,17 +7,14 @@ write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import duckdb
 
 from engram_memory.contract.exceptions import StoreUnavailable
 from engram_memory.store.heads import ChainHeads, Head
 from engram_memory.store.index_changes import IndexChange
-
-if TYPE_CHECKING:
-    from engram_memory.store.audit import AuditBatch
 
 
 class Owner(Protocol):
@@ -29,11 +26,6 @@ class Owner(Protocol):
 
     def written_since(self, key: str, generation: int) -> bool:
         """False only if `key` was certainly not committed after `generation`."""
-        ...
-
-    def pending_view(self) -> Mapping[str, Sequence[Any]]:
-        """The rows call-log records hold and the file may not yet, by identity
-        (store/projection.py `rows_view`)."""
         ...
 
 
@@ -53,7 +45,6 @@ class Transaction:
         *,
         writable: bool = True,
         before_first_write: Callable[[Transaction], None] | None = None,
-        pending: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         self._database = database
         self._connection = connection
@@ -66,15 +57,8 @@ class Transaction:
         self._written_keys: list[str] = []
         self._index_changes: list[IndexChange] = []
         self._before_first_write = before_first_write
-        # The call log's unprojected rows this transaction sees (`pending_row`): a snapshot's
-        # view as it began; None: the store's current one; {} for a write transaction, which
-        # projected them into itself first.
-        self._pending = pending
         # Statements go through execute/executemany; fetch* only read.
         self.wrote = False
-        # It ends an item's content (`item_keys.end_content`): once it committed, the call
-        # log sheds the segments that may hold that content's capture (store/database.py).
-        self.ended_content = False
 
     def audit_head(self) -> Head:
         """(sequence, entry hash) of the last audit entry, this transaction's included."""
@@ -113,22 +97,6 @@ class Transaction:
         """True unless `key` was certainly not committed after a snapshot of `generation`
         (store/published.py): a write transaction then need not read it again."""
         return self._database.written_since(key, generation)
-
-    def pending_row(self, identity: str) -> Sequence[Any] | None:
-        """The row of `identity` (store/memory.py) acknowledged through the call log and
-        perhaps not yet projected (a capture committed by its record): looked up before
-        the file."""
-        pending = self._database.pending_view() if self._pending is None else self._pending
-        return pending.get(identity)
-
-    def insert_audit(self, batch: AuditBatch) -> None:
-        """Write prepared audit entries (`audit.append_all`); a recording transaction keeps
-        them for the call log instead (store/recorded_writes.py).
-
-        Raises:
-            StoreUnavailable: a statement failed.
-        """
-        batch.insert(self)
 
     def _will_write(self) -> None:
         if not self._writable:

@@ -196,8 +196,6 @@ def request_admission(
     candidate_id = str(args["candidate_id"])
     audit.targets(candidate_id)
     mutation, _ = steps.guard_mutation(ctx, audit, parsed, confirmation, target=candidate_id)
-    # The candidate may be a capture the call log acknowledged and not yet projected: the
-    # snapshot finds it among the pending rows (memory.get_candidate).
     with ctx.services.database.reading(audit_complete=False) as tx:
         replay = steps.stored_result(tx, ctx, mutation)
         if replay is not None:

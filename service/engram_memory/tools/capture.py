@@ -183,7 +183,6 @@ def capture(
         planned.candidate_id,
         planned.envelope(ctx),
         lambda tx, sealed, _: Written(write(tx, ctx, audit, planned, sealed).output),
-        through_log=True,  # `write` only inserts: it can be recorded for the call log
     )
     output = duplicate(audit, committed.output) if committed.replayed else committed.output
     if not committed.raced:
