@@ -11,24 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.runner import ROOT, run_bench
+
 COMMITTED = ROOT / "bench" / "results"
 
 pytestmark = pytest.mark.e2e
-
-
-def _bench(module: str, *args: str, timeout: float = 600) -> str:
-    command = [sys.executable, "-m", f"bench.{module}", *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def _written(out: Path, name: str) -> dict[str, object]:
@@ -54,20 +46,20 @@ def committed_results_untouched() -> Iterator[None]:
 
 
 def test_tools_stdio_tiny(tmp_path: Path) -> None:
-    _bench("tools_stdio", "--rounds", "2", "--out", str(tmp_path))
+    run_bench("tools_stdio", "--rounds", "2", "--out", str(tmp_path))
     _written(tmp_path, "tools_stdio")
 
 
 def test_hot_path_tiny(tmp_path: Path) -> None:
     # Two 1 MiB admissions and two growth rounds (--rounds): every phase runs, briefly.
     tiny = ["--rounds", "2", "--large-records", "1100", "--sustained-seconds", "0.2"]
-    _bench("hot_path", *tiny, "--out", str(tmp_path))
+    run_bench("hot_path", *tiny, "--out", str(tmp_path))
     _written(tmp_path, "hot_path")
 
 
 def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> None:
     tiny = ["--clients", "2", "--seconds", "0.5", "--records", "2"]
-    _bench("http_concurrency", *tiny, "--out", str(tmp_path))
+    run_bench("http_concurrency", *tiny, "--out", str(tmp_path))
     report = _written(tmp_path, "http_concurrency")
     results = report["results"]
     assert isinstance(results, dict)
@@ -84,43 +76,43 @@ def test_http_concurrency_tiny_reaches_engram_and_the_floor(tmp_path: Path) -> N
 
 
 def test_decision_replay_tiny(tmp_path: Path) -> None:
-    _bench("decision_replay", "--rounds", "2", "--replays", "1", "--out", str(tmp_path))
+    run_bench("decision_replay", "--rounds", "2", "--replays", "1", "--out", str(tmp_path))
     figures = _written(tmp_path, "decision_replay")["figures"]
     assert isinstance(figures, dict)
     assert figures["kept decisions"] > 0
 
 
 def test_store_floor_tiny(tmp_path: Path) -> None:
-    _bench("store_floor", "--rounds", "2", "--out", str(tmp_path))
+    run_bench("store_floor", "--rounds", "2", "--out", str(tmp_path))
     _written(tmp_path, "store_floor")
 
 
 def test_store_floor_pairs_report_tiny(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     for side in ("before", "after"):
-        _bench("store_floor", "--rounds", "2", "--out", str(tmp_path / side))
+        run_bench("store_floor", "--rounds", "2", "--out", str(tmp_path / side))
         runs.mkdir(exist_ok=True)
         shutil.copy(tmp_path / side / "store_floor.json", runs / f"{side}-1.json")
-    _bench("pairs_report", str(runs))
+    run_bench("pairs_report", str(runs))
     pairs = _written(runs, "pairs")
     assert set(pairs["tools p50"]) >= {"capture", "forget"}  # type: ignore[arg-type]
 
 
 def test_policy_engines_tiny(tmp_path: Path) -> None:
-    _bench("policy_engines", "5", "--out", str(tmp_path))
+    run_bench("policy_engines", "5", "--out", str(tmp_path))
     _written(tmp_path, "policy_engines")
 
 
 def test_corpus_then_import_speed_then_search_store_tiny(tmp_path: Path) -> None:
     corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.json"
-    _bench("corpus", "--records", "30", "--out", str(corpus), "--queries", "5",
+    run_bench("corpus", "--records", "30", "--out", str(corpus), "--queries", "5",
            "--queries-out", str(queries))  # fmt: skip
     assert len(corpus.read_text().splitlines()) == 30
     assert json.loads(queries.read_text())
-    _bench("import_speed", "--corpus", str(corpus), "--batch", "10", "--out", str(tmp_path))
+    run_bench("import_speed", "--corpus", str(corpus), "--batch", "10", "--out", str(tmp_path))
     _written(tmp_path, "import_speed")
     store = tmp_path / "store"
-    record = json.loads(_bench("search_store", "--records", "20", "--dir", str(store)))
+    record = json.loads(run_bench("search_store", "--records", "20", "--dir", str(store)))
     assert record["records"] == 20
     assert (store / "load.json").is_file()
 
@@ -128,18 +120,18 @@ def test_corpus_then_import_speed_then_search_store_tiny(tmp_path: Path) -> None
 def test_search_report_rewrites_a_committed_run_into_a_copy(tmp_path: Path) -> None:
     copy = tmp_path / "search_scale.json"
     shutil.copyfile(COMMITTED / "search_scale.json", copy)
-    _bench("search_report", str(copy))
+    run_bench("search_report", str(copy))
     assert (tmp_path / "search_scale.md").stat().st_size > 0
     assert (tmp_path / "search_scale.png").stat().st_size > 0
 
 
 def test_key_scan_tiny(tmp_path: Path) -> None:
-    _bench("key_scan", "--files", "50", "--runs", "1", "--probes", "10", "--out", str(tmp_path))
+    run_bench("key_scan", "--files", "50", "--runs", "1", "--probes", "10", "--out", str(tmp_path))
     _written(tmp_path, "key_scan")
 
 
 def test_secret_detector_tiny(tmp_path: Path) -> None:
-    _bench("secret_detector", "--rounds", "1", "--out", str(tmp_path))
+    run_bench("secret_detector", "--rounds", "1", "--out", str(tmp_path))
     report = _written(tmp_path, "secret_detector")
     figures = report["figures"]
     assert isinstance(figures, dict)
@@ -147,7 +139,7 @@ def test_secret_detector_tiny(tmp_path: Path) -> None:
 
 
 def test_semantic_recall_tiny(tmp_path: Path) -> None:
-    _bench("semantic_recall", "--sizes", "240", "--repeat", "1", "--out", str(tmp_path))
+    run_bench("semantic_recall", "--sizes", "240", "--repeat", "1", "--out", str(tmp_path))
     report = _written(tmp_path, "semantic_recall")
     [result] = report["results"]  # type: ignore[misc]
     assert set(result["quality"]) == {"paraphrase", "keyword"}

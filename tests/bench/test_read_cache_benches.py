@@ -5,29 +5,22 @@ them, writing into the test's own directory: `bench.read_profile` on a tiny impo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.runner import run_bench
 
 pytestmark = pytest.mark.e2e
 
 
-def _bench(module: str, *args: str, timeout: float = 600) -> str:
-    command = [sys.executable, "-m", f"bench.{module}", *args]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_read_profile_on_a_tiny_store_reads_no_store_on_the_hot_path(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    assert json.loads(_bench("search_store", "--records", "20", "--dir", str(store)))["records"]
+    assert json.loads(run_bench("search_store", "--records", "20", "--dir", str(store)))["records"]
 
-    printed = _bench("read_profile", "--store", str(store), "--calls", "5", "--dump", str(tmp_path))
+    printed = run_bench(
+        "read_profile", "--store", str(store), "--calls", "5", "--dump", str(tmp_path)
+    )
 
     assert printed.count("DuckDB statements per call: 0.00, read snapshots per call: 0.00") == 2
     assert (tmp_path / "search.prof").stat().st_size > 0
@@ -36,9 +29,9 @@ def test_read_profile_on_a_tiny_store_reads_no_store_on_the_hot_path(tmp_path: P
 def test_hot_path_pairs_tiny(tmp_path: Path) -> None:
     tiny = ["--rounds", "2", "--large-records", "1100", "--sustained-seconds", "0.2"]
     for side in ("before-1", "after-1"):
-        _bench("hot_path", *tiny, "--out", str(tmp_path / side))
+        run_bench("hot_path", *tiny, "--out", str(tmp_path / side))
 
-    _bench("hot_path_pairs", str(tmp_path))
+    run_bench("hot_path_pairs", str(tmp_path))
 
     pairs = json.loads((tmp_path / "pairs.json").read_text())
     assert set(pairs["tools p50"]) >= {"get", "search"}

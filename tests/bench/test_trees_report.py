@@ -4,25 +4,17 @@ as an operator runs it (on a copy of the committed third-batch runs, writing bes
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.runner import ROOT, run_bench
+
 RUNS = ROOT / "bench" / "results" / "calllog" / "phase3"
 
 
 def test_every_tree_and_run_is_reported_with_its_plot(tmp_path: Path) -> None:
     for kind in ("stdio", "http"):
         shutil.copytree(RUNS / kind, tmp_path / kind)
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.trees_report", str(tmp_path), "--title", "t"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_bench("trees_report", str(tmp_path), "--title", "t", timeout=120)
     report = (tmp_path / "trees.md").read_text()
     assert (tmp_path / "trees.png").stat().st_size > 0
     header = next(line for line in report.splitlines() if line.startswith("| case |"))
