@@ -47,10 +47,6 @@ def _stdio_rows(stdio: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, l
     return rows
 
 
-def _figure(run: dict[str, Any], side: str, key: str) -> float:
-    return float(run["figures"][side][key])
-
-
 def write(directory: Path, title: str) -> str:
     stdio, http = (
         _runs(directory / "stdio", "tools_stdio.json"),
@@ -58,8 +54,8 @@ def write(directory: Path, title: str) -> str:
     )
     trees = sorted(set(stdio) | set(http))
     lines = [f"# {title}", ""]
-    if stdio:
-        rows = _stdio_rows(stdio)
+    rows = _stdio_rows(stdio)
+    if rows:
         lines += [
             "p50 in ms over stdio (`python -m bench.tools_stdio --rounds 100`), median of each",
             "tree's runs, then every run:",
@@ -94,12 +90,12 @@ def write(directory: Path, title: str) -> str:
                 )
         lines.append("")
     (directory / "trees.md").write_text("\n".join(lines), encoding="utf-8")
-    _plot(stdio, http, trees, title, directory / "trees.png")
+    _plot(rows, http, trees, title, directory / "trees.png")
     return "\n".join(lines)
 
 
 def _plot(
-    stdio: dict[str, list[dict[str, Any]]],
+    rows: dict[str, dict[str, list[float]]],
     http: dict[str, list[dict[str, Any]]],
     trees: list[str],
     title: str,
@@ -111,7 +107,6 @@ def _plot(
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), width_ratios=(3, 1))
-    rows = _stdio_rows(stdio) if stdio else {}
     cases = list(rows)
     width = 0.8 / max(1, len(trees))
     for index, tree in enumerate(trees):
@@ -126,7 +121,7 @@ def _plot(
     left.grid(axis="y", alpha=0.3)
     left.legend()
     for index, tree in enumerate(trees):
-        rates = [_figure(run, "engram", "calls/s") for run in http.get(tree, [])]
+        rates = [float(run["figures"]["engram"]["calls/s"]) for run in http.get(tree, [])]
         right.bar(index, statistics.median(rates) if rates else 0.0, 0.6)
         right.plot([index] * len(rates), rates, "k.", markersize=5)
     right.set_xticks(range(len(trees)), trees, rotation=20, ha="right")
