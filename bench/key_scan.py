@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.report import RESULTS, machine_load, percentile, write_report
 from engram_memory.crypto import keyfile
-from engram_memory.crypto.key_hygiene import sweep_directory
+from engram_memory.crypto.key_hygiene import file_names, sweep_directory
 from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey, scope_tag
 from engram_memory.crypto.keystore import KeyStore, name_digest
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             print(f"run {run + 1}/{args.runs}", file=sys.stderr, flush=True)
             began = time.perf_counter()
-            sweep_directory(keys, items, grace_s=600.0, now_s=time.time())
+            sweep_directory(keys, file_names(items), grace_s=600.0, now_s=time.time())
             rows["sweep"].append((time.perf_counter() - began) * 1000)
             rows["probe idle"].extend(_probe(keys, root, probes))
             scan = KeyFileScan(keys, root)

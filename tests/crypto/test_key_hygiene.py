@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engram_memory.crypto.key_hygiene import sweep_directory, sweep_temporaries
+from engram_memory.crypto.key_hygiene import file_names, sweep_directory, sweep_temporaries
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.crypto.sealing import new_data_key
@@ -32,7 +32,9 @@ def test_sweep_keeps_live_keys_and_young_orphans_and_removes_old_orphans(tmp_pat
     old_orphan = _stored(store, "cand_never_committed", age_s=GRACE + 1)
     young_orphan = _stored(store, "cand_in_flight", age_s=GRACE - 1)
 
-    report = sweep_directory(store, [(SCOPE, "cand_live", True)], grace_s=GRACE, now_s=NOW)
+    report = sweep_directory(
+        store, file_names([(SCOPE, "cand_live", True)]), grace_s=GRACE, now_s=NOW
+    )
 
     assert (live.exists(), old_orphan.exists(), young_orphan.exists()) == (True, False, True)
     assert (report.orphans, report.young_orphans) == (1, 1)
@@ -42,7 +44,9 @@ def test_sweep_removes_keys_of_ended_items_whatever_their_age(tmp_path: Path) ->
     store = KeyStore(tmp_path / "keys")
     ended = _stored(store, "mem_forgotten", age_s=0)
 
-    report = sweep_directory(store, [(SCOPE, "mem_forgotten", False)], grace_s=GRACE, now_s=NOW)
+    report = sweep_directory(
+        store, file_names([(SCOPE, "mem_forgotten", False)]), grace_s=GRACE, now_s=NOW
+    )
 
     assert not ended.exists()
     assert report.ended == 1
@@ -53,11 +57,11 @@ def test_sweep_keeps_an_orphan_a_call_in_flight_has_claimed(tmp_path: Path) -> N
     claimed = _stored(store, "cand_claimed", age_s=10 * GRACE)
     assert store.claims.claim(claimed)
 
-    sweep_directory(store, [], grace_s=GRACE, now_s=NOW)
+    sweep_directory(store, (set(), set()), grace_s=GRACE, now_s=NOW)
 
     assert claimed.exists()
     store.claims.release(claimed)
-    sweep_directory(store, [], grace_s=GRACE, now_s=NOW)
+    sweep_directory(store, (set(), set()), grace_s=GRACE, now_s=NOW)
     assert not claimed.exists()
 
 
@@ -70,7 +74,9 @@ def test_sweep_removes_temporaries_including_empty_ones(tmp_path: Path) -> None:
     state_leftover = store.directory / "state.json.tmp"
     state_leftover.write_bytes(b"")
 
-    report = sweep_directory(store, [(SCOPE, "cand_live", True)], grace_s=GRACE, now_s=NOW)
+    report = sweep_directory(
+        store, file_names([(SCOPE, "cand_live", True)]), grace_s=GRACE, now_s=NOW
+    )
 
     assert [p.exists() for p in (*leftovers, state_leftover)] == [False, False, False]
     assert report.temporaries == 3

@@ -21,11 +21,14 @@ from engram_memory.contract.exceptions import CommitOutcomeUnknown, ToolError
 from engram_memory.core import item_keys
 from engram_memory.core.key_recovery import recover_key_directory
 from engram_memory.core.runtime import CallContext, Services
+from engram_memory.crypto.key_hygiene import file_names
+from engram_memory.crypto.keystore import KeyStore
 from engram_memory.host.context import verify_invocation
 from engram_memory.store import key_intents, memory
 from tests.harness import Caller
 from tests.tools.test_tool_rules import (
     _key,
+    accepted_record,
     admit,
     capture,
     code,
@@ -266,3 +269,36 @@ def test_start_up_keeps_every_promise_and_sweeps_orphans_but_not_live_keys(
     assert _promised(services) == []
     assert [p.exists() for p in (_key_path(services, ended), orphan, leftover)] == [False] * 3
     assert _key_path(services, live).exists()
+
+
+def test_the_store_names_key_files_exactly_as_the_key_store_does(
+    alice: Caller, services: Services
+) -> None:
+    """Start-up's sweep takes the key file names from the store's query (sha256 in DuckDB);
+    they must be the key store's own names for every state: pending, accepted, withdrawn,
+    forgotten."""
+    pending = capture(alice, "Pending refund.")["candidate_id"]
+    _, record_id = _accepted(alice)
+    forgotten = accepted_record(alice, "Forgotten refund.")
+    value(forget(alice, forgotten))
+    value(withdraw(alice, capture(alice, "Withdrawn refund.")["candidate_id"]))
+
+    with services.database.transaction() as tx:
+        from_store = key_intents.item_key_names(tx)
+        from_python = file_names(key_intents.item_keys(tx))
+
+    assert from_store == from_python
+    live, ended = from_store
+    assert services.keys.file_name(SCOPE, pending) in live
+    assert services.keys.file_name(SCOPE, record_id) in live
+    assert services.keys.file_name(SCOPE, forgotten) in ended
+
+
+def test_the_store_digest_of_a_key_name_matches_for_any_text(services: Services) -> None:
+    """The same SHA-256 of UTF-8 text, NUL included, as `name_digest` for unusual ids."""
+    pairs = [("tenant:é/workspace:ü", "cand_ß"), ("tenant:a/workspace:b", "mem_" + "z" * 60)]
+    with services.database.transaction() as tx:
+        for scope_ref, item_id in pairs:
+            row = tx.fetchone("SELECT sha256(? || chr(0) || ?) || '.key'", [scope_ref, item_id])
+            assert row is not None
+            assert row[0] == KeyStore.file_name(scope_ref, item_id)

@@ -73,9 +73,9 @@ def recover_key_directory(
         with database.transaction() as tx:
             key_intents.clear(tx, done)
     with database.transaction() as tx:
-        items = key_intents.item_keys(tx)
+        names = key_intents.item_key_names(tx)
     sweep = sweep_directory(
-        keys, items, grace_s=grace_s, now_s=time.time() if now_s is None else now_s
+        keys, names, grace_s=grace_s, now_s=time.time() if now_s is None else now_s
     )
     report = RecoveryReport(len(done), len(promised) - len(done), sweep)
     # Counts only: item ids are not secret, but a start-up line needs none.

@@ -52,10 +52,20 @@ def sweep_temporaries(store: KeyStore, shard: Path) -> int:
         return _shred_all(_temporaries(shard))
 
 
+def file_names(items: ItemKeys) -> tuple[set[str], set[str]]:
+    """The key file names of `items`: (those still needed, those of ended items)."""
+    live: set[str] = set()
+    ended: set[str] = set()
+    for scope_ref, item_id, needed in items:
+        (live if needed else ended).add(KeyStore.file_name(scope_ref, item_id))
+    return live, ended
+
+
 def sweep_directory(
-    store: KeyStore, items: ItemKeys, *, grace_s: float, now_s: float
+    store: KeyStore, names: tuple[set[str], set[str]], *, grace_s: float, now_s: float
 ) -> SweepReport:
-    """Shred temporaries, orphans older than `grace_s` and the keys of ended items.
+    """Shred temporaries, orphans older than `grace_s` and the keys of ended items, given
+    the key file `names` the store knows (`file_names`, or the store's own query).
 
     Keys of live items, and orphans younger than the grace period or claimed by a call in
     flight, are kept.
@@ -63,22 +73,19 @@ def sweep_directory(
     Raises:
         KeyStoreUnavailable: the directory or a shard cannot be listed or locked.
     """
-    live: set[str] = set()
-    ended: set[str] = set()
-    for scope_ref, item_id, needed in items:
-        (live if needed else ended).add(KeyStore.file_name(scope_ref, item_id))
-    ended -= live  # never the case for distinct items; a live owner always wins
+    live, ended = names
+    ended = ended - live  # never the case for distinct items; a live owner always wins
     report = SweepReport()
     state_temporary = store.directory / (STATE_FILE + ".tmp")
     report.temporaries += _shred_all([state_temporary] if state_temporary.exists() else [])
     for shard in store.shards():
         with store.shard_lock(shard, exclusive=True):
-            names = _names(shard)  # one listing: nothing writes the shard under this lock
+            listed = _names(shard)  # one listing: nothing writes the shard under this lock
             report.temporaries += _shred_all(
-                [shard / name for name in names if name.endswith(TEMPORARY_SUFFIXES)]
+                [shard / name for name in listed if name.endswith(TEMPORARY_SUFFIXES)]
             )
             # Names, not Paths, until one is acted on: 100k Paths cost seconds at start.
-            for name in sorted(n for n in names if n.endswith(KEY_SUFFIX)):
+            for name in sorted(n for n in listed if n.endswith(KEY_SUFFIX)):
                 if name in live:
                     continue
                 path = shard / name

@@ -110,3 +110,10 @@ def has_row(tx: Transaction, scope_ref: str, item_id: str) -> bool:
 def item_keys(tx: Transaction) -> list[ItemKey]:
     """Every candidate and record, with whether its content still needs its key file."""
     return [ItemKey(str(s), str(i), bool(live)) for s, i, live in tx.fetchall(_Q["item_keys"])]
+
+
+def item_key_names(tx: Transaction) -> tuple[set[str], set[str]]:
+    """The key file names of `item_keys`: (those still needed, those of ended items)."""
+    columns = tx.fetch_columns(_Q["item_key_names"])
+    names, live = columns["name"], columns["live"].astype(bool)
+    return set(names[live].tolist()), set(names[~live].tolist())
