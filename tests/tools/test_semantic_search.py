@@ -16,50 +16,28 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.core.runtime import Services, ServiceSettings
+from engram_memory.core.runtime import Services
 from engram_memory.core.search_index import (
     SearchIndex,
-    SemanticSetup,
-    follow_store,
     semantic_keeping,
 )
-from engram_memory.core.semantic_index import body_opener
 from engram_memory.crypto.keys import RootKey
-from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
-from engram_memory.host.keys import HostKeyring
-from engram_memory.policy.decider import PolicyDecider
-from engram_memory.policy.embedded import EmbeddedWasmEngine
-from engram_memory.search.embedding import EmbeddingModel, load_embedding_model
-from engram_memory.store.database import Database
+from engram_memory.crypto.keystore import KeyStore
 from engram_memory.tools.dispatch import MemoryService
-from tests.harness import SIGNER, Caller, error_of, ok_value
+from tests.harness import Caller, error_of, ok_value
 from tests.rules.steps import files_holding
-from tests.tools.test_tool_rules import admit, forget
+from tests.tools.semantic_support import PERMITTED, record, semantic_setup
+from tests.tools.test_tool_rules import forget
 
 SEARCH = "engram_memory_search"
 CAPTURE = "engram_memory_capture"
-PERMITTED = "purpose:case-research"
 SCOPE = "tenant:acme/workspace:support"
-
-
-def _model() -> EmbeddingModel:
-    model = load_embedding_model()
-    assert isinstance(model, EmbeddingModel), model  # the [semantic] extra is a test dependency
-    return model
-
-
-def _setup(keys: KeyStore, root: RootKey) -> SemanticSetup:
-    return SemanticSetup(
-        _model(), body_opener(keys, root), root.scope_index_key, root.scope_vector_key
-    )
 
 
 def _kept_vectors(services: Services) -> list[str]:
@@ -70,37 +48,6 @@ def _kept_vectors(services: Services) -> list[str]:
     with services.database.reading() as tx:
         rows = tx.fetchall("SELECT record_id FROM record_vectors ORDER BY record_id")
     return [str(row[0]) for row in rows]
-
-
-@pytest.fixture
-def semantic_services(tmp_path: Path, engine: EmbeddedWasmEngine) -> Iterator[Services]:
-    database = Database.open(tmp_path / "data")
-    keys = KeyStore(tmp_path / "data" / KEYS_DIRECTORY)
-    root = RootKey(os.urandom(32))
-    yield Services(
-        database=database,
-        keys=keys,
-        decider=PolicyDecider(
-            engine, engine.identity, lambda: __import__("time").time_ns() // 10**6
-        ),
-        root_key=root,
-        host_keys=HostKeyring({SIGNER.kid: SIGNER.private_key.public_key()}),
-        settings=ServiceSettings(host_memory_enabled=True),
-        search_index=follow_store(database, _setup(keys, root)),
-    )
-    database.close()
-
-
-@pytest.fixture
-def researcher(semantic_services: Services) -> Caller:
-    return Caller(MemoryService(semantic_services), purpose_ref=PERMITTED)
-
-
-def _record(caller: Caller, text: str) -> str:
-    args = demo_capture_arguments(text, f"key-{uuid.uuid4().hex}", purpose_ref=caller.purpose_ref)
-    candidate_id = ok_value(caller.call(CAPTURE, args))["candidate_id"]
-    record_id: str = ok_value(admit(caller, candidate_id))["outcome"]["record_id"]
-    return record_id
 
 
 def _search(caller: Caller, query: str, channels: str, **extra: Any) -> dict[str, Any]:
@@ -116,8 +63,8 @@ def _search(caller: Caller, query: str, channels: str, **extra: Any) -> dict[str
 
 
 def test_a_permitted_purpose_gets_semantic_v1_and_finds_a_paraphrase(researcher: Caller) -> None:
-    refund = _record(researcher, "The customer asked for a refund of the order.")
-    _record(researcher, "Quarterly firewall audit scheduled for the data center.")
+    refund = record(researcher, "The customer asked for a refund of the order.")
+    record(researcher, "Quarterly firewall audit scheduled for the data center.")
     assert (
         ok_value(_search(researcher, "give the client their money back", "lexical"))["records"]
         != []
@@ -134,7 +81,7 @@ def test_a_purpose_policy_does_not_permit_is_ranking_unavailable_never_lexical(
     semantic_services: Services,
 ) -> None:
     caller = Caller(MemoryService(semantic_services))  # purpose:support-case: not listed
-    _record(caller, "Refund approved for the damaged parcel.")
+    record(caller, "Refund approved for the damaged parcel.")
     assert error_of(_search(caller, "refund", "lexical_and_semantic")) == (
         "RANKING_UNAVAILABLE",
         True,
@@ -171,7 +118,7 @@ def test_without_the_model_lexical_and_semantic_is_ranking_unavailable(alice: Ca
 
 def test_a_cursor_pins_semantic_v1_across_pages(researcher: Caller) -> None:
     for n in range(4):
-        _record(researcher, f"Refund note number {n} for a returned item.")
+        record(researcher, f"Refund note number {n} for a returned item.")
     first = ok_value(_search(researcher, "money back", "lexical", limit=2))
     assert first["rank_receipt"]["profile"] == "semantic_v1"
     second = ok_value(
@@ -184,12 +131,12 @@ def test_a_cursor_pins_semantic_v1_across_pages(researcher: Caller) -> None:
 def test_the_followed_projections_equal_ones_rebuilt_from_the_store(
     researcher: Caller, semantic_services: Services
 ) -> None:
-    kept = [_record(researcher, f"Parcel {n} arrived damaged; replacement sent.") for n in range(5)]
+    kept = [record(researcher, f"Parcel {n} arrived damaged; replacement sent.") for n in range(5)]
     ok_value(forget(researcher, kept[1]))
     index = semantic_services.search_index
     assert index is not None
     assert _kept_vectors(semantic_services) == sorted(set(kept) - {kept[1]})
-    setup = _setup(semantic_services.keys, semantic_services.root_key)
+    setup = semantic_setup(semantic_services.keys, semantic_services.root_key)
     rebuilt = SearchIndex(semantic_keeping(semantic_services.database, setup))
     with semantic_services.database.reading() as tx:
         rebuilt.load(tx)
@@ -206,14 +153,14 @@ def test_a_record_without_a_kept_vector_is_embedded_after_the_load_and_then_kept
     researcher: Caller, semantic_services: Services
 ) -> None:
     kept = sorted(
-        _record(researcher, f"Invoice {n} was paid twice; credit issued.") for n in range(3)
+        record(researcher, f"Invoice {n} was paid twice; credit issued.") for n in range(3)
     )
     assert _kept_vectors(semantic_services) == kept
     with semantic_services.database.transaction() as tx:  # a store from before migration 0011
         tx.execute("DELETE FROM record_vectors")
     index = semantic_services.search_index
     assert index is not None
-    setup = _setup(semantic_services.keys, semantic_services.root_key)
+    setup = semantic_setup(semantic_services.keys, semantic_services.root_key)
     rebuilt = SearchIndex(semantic_keeping(semantic_services.database, setup))
     with semantic_services.database.reading() as tx:
         rebuilt.load(tx)
@@ -228,7 +175,7 @@ def test_a_forgotten_records_vector_is_gone_from_memory_and_the_store_and_never_
     researcher: Caller, semantic_services: Services
 ) -> None:
     marker = f"marker{uuid.uuid4().hex[:12]}"
-    record_id = _record(researcher, f"Refund {marker} approved after the carrier lost it.")
+    record_id = record(researcher, f"Refund {marker} approved after the carrier lost it.")
     index = semantic_services.search_index
     assert index is not None
     vectors = dict(index.semantic_rows()[SCOPE][0])
@@ -290,7 +237,7 @@ def test_a_failing_embedder_fails_closed_without_content_in_the_log(
     monkeypatch.setattr(model, "embed", embed_or_fail_in_the_embedder)
     marker = f"marker{uuid.uuid4().hex[:12]}"
     with caplog.at_level(logging.ERROR, logger="engram_memory.search_index"):
-        _record(researcher, f"Refund {marker} requested.")
+        record(researcher, f"Refund {marker} requested.")
         assert error_of(_search(researcher, marker, "lexical_and_semantic")) == (
             "RANKING_UNAVAILABLE",
             True,

@@ -55,6 +55,10 @@ class VectorKeeping:
         self._vector_key = vector_key
         self._sealers: dict[str, VectorSealer] = {}
 
+    @property
+    def model(self) -> EmbeddingModel:
+        return self._model
+
     def _sealer(self, scope_ref: str) -> VectorSealer:
         found = self._sealers.get(scope_ref)
         if found is None:

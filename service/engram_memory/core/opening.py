@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engram_memory._internal.private_files import secure_data_dir
+from engram_memory._internal.private_files import check_data_dir
 from engram_memory.contract.exceptions import (
     ConfigurationError,
     KeyStoreUnavailable,
@@ -27,15 +27,16 @@ from engram_memory.contract.exceptions import (
 from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.failpoints import pause_opening
 from engram_memory.core.forgotten import key_forgotten_rows
-from engram_memory.core.integrity_scan import IntegrityScan
+from engram_memory.core.index_loading import keep_at_stop
+from engram_memory.core.kept_vectors import VectorKeeping
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import SemanticSetup, follow_store
+from engram_memory.core.search_index import SearchIndex, SemanticSetup, semantic_keeping
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.core.service_config import ServiceConfig
+from engram_memory.core.serving_threads import ServingThreads
 from engram_memory.core.startup_audit import verify_trail_at_startup
 from engram_memory.core.store_cache import store_cache_mib
-from engram_memory.crypto.key_scan import KeyFileScan
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring
@@ -70,7 +71,7 @@ def open_store(
     """
     where = config.data_dir
     try:
-        database = Database.open(where, announce_damage=False)
+        database = Database.open(where, announce_damage=False, read_kept_index=True)
     except StoreVersionSkew as exc:
         raise ConfigurationError(f"store in {where}: {exc}") from exc
     except StoreOpenFailed as exc:
@@ -146,7 +147,7 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
     host_keys = HostKeyring.from_file(config.host_keys, config.store_audience)
     checkpoint_key = load_checkpoint_key(config.checkpoint_key)
     # Before anything is written: a data directory holding another user's entry is refused.
-    secure_data_dir(config.data_dir, tighten=False)
+    entries = check_data_dir(config.data_dir)
     grace_s = orphan_grace_s()
     cache_mib = store_cache_mib()
     with open_policy(
@@ -162,55 +163,69 @@ def open_services(config: ServiceConfig, *, tolerate_loss: bool = False) -> Iter
             if not tolerate_loss:  # accept-loss repairs a store that cannot pass this yet
                 public = None if checkpoint_key is None else checkpoint_key.public
                 startup_audit = verify_trail_at_startup(database, public)
-            # The store will be served: what was found looser than 0700/0600 is tightened.
-            secure_data_dir(config.data_dir)
-            keys = _settled_keys(database, config, grace_s)
-            database.read_cache.resize(config.read_cache_mib * 1024 * 1024)
-            keys.opened.resize(config.read_cache_keys)
-            services = Services(
-                database=database,
-                keys=keys,
-                decider=PolicyDecider(engine, identity, _clock_ms),
-                root_key=root_key,
-                host_keys=host_keys,
-                settings=ServiceSettings(
-                    host_memory_enabled=config.memory_enabled,
-                    refusal_burst=config.refusal_burst,
-                    refusal_interval_ms=config.refusal_interval_s * 1000,
-                    decision_input_retention_days=config.decision_input_retention_days,
-                ),
-                clock_ms=_clock_ms,
-                search_index=follow_store(database, _semantic_setup(keys, root_key)),
-                checkpoint_key=checkpoint_key,
-                startup_audit=startup_audit,
-            )
-            # Loaded: what the load cached is evicted, and the cache stays bounded.
-            database.bound_memory(cache_mib)
-            # Served from here: DuckDB follows the call log while the writer is idle.
-            database.start_projector(services.settings.failpoints.projection_probe)
-            checkpoints = None
-            if checkpoint_key is not None:
-                checkpoints = CheckpointWriter(
-                    database, checkpoint_key, config.checkpoint_interval_s * 1000, _clock_ms
-                )
-                checkpoints.start()
-            # Damaged key files are reported while serving: a large store's scan takes
-            # seconds a start must not wait for (crypto/key_scan.py).
-            key_scan = KeyFileScan(keys, root_key)
-            key_scan.start()
-            # A damaged block no call reads is found here, and stops the process (exit 4).
-            integrity_scan = IntegrityScan(database)
-            integrity_scan.start()
+            keys = _key_store(config)
+            search_index = SearchIndex(_semantic_keeping(database, keys, root_key))
+            # The index loads from here, beside the settling below and then while calls are
+            # served (core/serving_threads.py).
+            threads = ServingThreads(database, keys, root_key, search_index, cache_mib)
+            threads.start()
+            served = False
             try:
-                yield services
+                # The store will be served: what was found looser than 0700/0600 is tightened.
+                entries.tighten()
+                _settle_keys(database, keys, config, grace_s)
+                database.read_cache.resize(config.read_cache_mib * 1024 * 1024)
+                keys.opened.resize(config.read_cache_keys)
+                services = Services(
+                    database=database,
+                    keys=keys,
+                    decider=PolicyDecider(engine, identity, _clock_ms),
+                    root_key=root_key,
+                    host_keys=host_keys,
+                    settings=ServiceSettings(
+                        host_memory_enabled=config.memory_enabled,
+                        refusal_burst=config.refusal_burst,
+                        refusal_interval_ms=config.refusal_interval_s * 1000,
+                        decision_input_retention_days=config.decision_input_retention_days,
+                    ),
+                    clock_ms=_clock_ms,
+                    search_index=search_index,
+                    checkpoint_key=checkpoint_key,
+                    startup_audit=startup_audit,
+                )
+                # Served from here: DuckDB follows the call log while the writer is idle.
+                database.start_projector(services.settings.failpoints.projection_probe)
+                checkpoints = None
+                if checkpoint_key is not None:
+                    checkpoints = CheckpointWriter(
+                        database, checkpoint_key, config.checkpoint_interval_s * 1000, _clock_ms
+                    )
+                    checkpoints.start()
+                try:
+                    served = True
+                    yield services
+                finally:
+                    if checkpoints is not None:
+                        checkpoints.close()
             finally:
-                integrity_scan.stop()
-                key_scan.stop()
-                if checkpoints is not None:
-                    checkpoints.close()
+                # The next start loads this index instead of reading the store, if it still
+                # followed every commit (an import, say, detaches it and writes around it).
+                keep = (
+                    served and threads.index_following() and services.search_index is search_index
+                )
+                threads.stop()
+                if keep:
+                    keep_at_stop(database, search_index, root_key.kept_index_key())
         finally:
             database.index_commits.follow(None)
             database.close()
+
+
+def _semantic_keeping(
+    database: Database, keys: KeyStore, root_key: RootKey
+) -> VectorKeeping | None:
+    setup = _semantic_setup(keys, root_key)
+    return None if setup is None else semantic_keeping(database, setup)
 
 
 def _semantic_setup(keys: KeyStore, root_key: RootKey) -> SemanticSetup | None:
@@ -226,18 +241,24 @@ def _semantic_setup(keys: KeyStore, root_key: RootKey) -> SemanticSetup | None:
     )
 
 
-def _settled_keys(database: Database, config: ServiceConfig, grace_s: float) -> KeyStore:
-    """The key store, after every key destruction a crash interrupted was carried out and
-    leftovers and orphans were removed: before anything is served.
+def _key_store(config: ServiceConfig) -> KeyStore:
+    """Raises: ConfigurationError: the key directory cannot be made."""
+    try:
+        return KeyStore(config.data_dir / KEYS_DIRECTORY)
+    except KeyStoreUnavailable as exc:
+        raise ConfigurationError(f"key directory in {config.data_dir} unusable ({exc})") from exc
+
+
+def _settle_keys(database: Database, keys: KeyStore, config: ServiceConfig, grace_s: float) -> None:
+    """Carry out every key destruction a crash interrupted and remove leftovers and orphans:
+    before anything is served.
 
     Raises:
         ConfigurationError: the key directory cannot be settled (nothing is served).
     """
     try:
-        keys = KeyStore(config.data_dir / KEYS_DIRECTORY)
         recover_key_directory(database, keys, grace_s=grace_s)
     except (KeyStoreUnavailable, StoreUnavailable) as exc:
         raise ConfigurationError(
             f"key directory in {config.data_dir} cannot be settled with the store ({exc})"
         ) from exc
-    return keys

@@ -14,21 +14,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import Any, TypeVar
 
 from engram_memory.contract.exceptions import IndexInconsistent
+from engram_memory.core.index_reading import indexed_scopes, load_scopes
 from engram_memory.core.kept_vectors import VectorKeeping
 from engram_memory.core.semantic_index import BodyOpener, SemanticProjection
-from engram_memory.search.columns import FIELD_SHIFT, SLOT_SHIFT, Int64s
 from engram_memory.search.embedding import EmbeddingModel, Vectors
 from engram_memory.search.index_ranking import RankedList, rank_in_index
 from engram_memory.search.scope_index import ScopeIndex
 from engram_memory.search.semantic_scope import rank_with_projections
-from engram_memory.store.connection import load_queries
 from engram_memory.store.database import Database
 from engram_memory.store.index_changes import (
     DocumentIndexed,
@@ -42,7 +39,7 @@ from engram_memory.store.transaction import Transaction
 
 log = logging.getLogger("engram_memory.search_index")
 
-_Q = load_queries("engram_memory.store.sql", "search_index.sql")
+T = TypeVar("T")
 
 # How long a search waits for an index-changing commit in flight before taking the slower
 # path (a COMMIT with its fsync takes a few milliseconds).
@@ -52,6 +49,9 @@ COMPACT_DEAD_SHARE = 0.5
 # How long a semantic search waits for the embedder to reach its snapshot before answering
 # RANKING_UNAVAILABLE (retriable): a 512-record batch embeds in well under a second.
 EMBED_WAIT_S = 10.0
+# How long a lexical search waits for the index loading beside serving before it takes the
+# store path (core/index_loading.py).
+LOAD_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,10 @@ class SearchIndex:
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
         self._keeping = keeping
         self.semantic: SemanticProjection | None = None
+        # Cleared while the index loads beside a serving store (core/index_loading.py): a
+        # semantic search waits for it, a lexical one takes the store path meanwhile.
+        self._load_done = threading.Event()
+        self._load_done.set()
 
     def size(self) -> tuple[int, int]:
         """(scopes, records) held, for the load log line."""
@@ -101,16 +105,19 @@ class SearchIndex:
 
     def apply(self, changes: Sequence[IndexChange]) -> None:
         with self._lock:
-            if not self._usable:
-                return
-            try:
-                for change in changes:
-                    self._apply_one(change)
-            except (IndexInconsistent, KeyError, ValueError):
-                # Never fail a committed call: search falls back to the store until restart.
-                log.error("search index no longer follows the store; searches read the store")
-                self._usable = False
-            self._start_embedder()
+            self._apply_locked(changes)
+
+    def _apply_locked(self, changes: Sequence[IndexChange]) -> None:
+        if not self._usable:
+            return
+        try:
+            for change in changes:
+                self._apply_one(change)
+        except (IndexInconsistent, KeyError, ValueError):
+            # Never fail a committed call: search falls back to the store until restart.
+            log.error("search index no longer follows the store; searches read the store")
+            self._usable = False
+        self._start_embedder()
 
     def _start_embedder(self) -> None:
         """Start the embedder thread when texts are queued and none runs (under the lock)."""
@@ -213,7 +220,10 @@ class SearchIndex:
         now_ms: int,
     ) -> RankedList | None:
         """The ranked list from the index, or None when it cannot be trusted for this
-        snapshot (`in_step` false under the lock, or the index stopped following)."""
+        snapshot (`in_step` false under the lock, or the index stopped following). While the
+        index loads it waits up to LOAD_WAIT_S for the load: from a kept index that takes a
+        second or two at 100k records, and the store path costs about as much a search."""
+        self._load_done.wait(LOAD_WAIT_S)
         with self._lock:
             if not self._usable or not in_step():
                 return None
@@ -240,7 +250,10 @@ class SearchIndex:
     ) -> SemanticList | None:
         """The semantic_v1 list, or None when the projections cannot be trusted for this
         snapshot (none configured, `in_step` false, or the index stopped following): there is
-        no slower path, vectors exist only here."""
+        no slower path, vectors exist only here: while the index loads, it waits up to
+        EMBED_WAIT_S for the load."""
+        if not self._load_done.wait(EMBED_WAIT_S):
+            return None
         with self._lock:
             if self.semantic is None or not self._usable or not in_step():
                 return None
@@ -270,6 +283,8 @@ class SearchIndex:
     def semantic_rows(self) -> dict[str, tuple[list[Any], list[Any]]]:
         """Every scope's (vectors by record id, edges by record ids) once every queued text is
         embedded: a diagnostic for tests."""
+        if not self._load_done.wait(EMBED_WAIT_S):
+            raise IndexInconsistent("the search index did not finish loading")
         with self._lock:
             if self.semantic is None:
                 return {}
@@ -291,11 +306,57 @@ class SearchIndex:
 
     def load(self, tx: Transaction) -> None:
         """Rebuild every scope from the store as `tx` sees it (at open, before serving)."""
+        self.install(*self.read(tx, indexed_scopes(tx)))
+
+    def read(
+        self, tx: Transaction, scope_refs: Sequence[str]
+    ) -> tuple[dict[str, ScopeIndex], SemanticProjection | None]:
+        """The indexes of `scope_refs` and the kept vectors' projection as `tx` sees them,
+        built beside what searches use now (nothing held here is touched)."""
+        scopes = load_scopes(tx, scope_refs)
+        return scopes, None if self._keeping is None else self._keeping.load(tx, scopes)
+
+    @property
+    def model(self) -> EmbeddingModel | None:
+        """The semantic channel's model, None without one."""
+        return None if self._keeping is None else self._keeping.model
+
+    def export(
+        self,
+        in_step: Callable[[], bool],
+        export: Callable[[Mapping[str, ScopeIndex], SemanticProjection | None], T],
+    ) -> T | None:
+        """`export` of what is held, under the lock, or None when it cannot be trusted to
+        match the store (not loaded, stopped following, or `in_step` false)."""
         with self._lock:
-            self._scopes = _load_scopes(tx)
-            if self._keeping is not None:
-                self.semantic = self._keeping.load(tx, self._scopes)
+            if not self._load_done.is_set() or not self._usable or not in_step():
+                return None
+            return export(self._scopes, self.semantic)
+
+    def begin_loading(self) -> None:
+        """A load runs beside serving: semantic searches wait for `install` (or
+        `load_failed`), lexical ones read the store meanwhile (the index is not usable)."""
+        self._load_done.clear()
+
+    def install(
+        self,
+        scopes: dict[str, ScopeIndex],
+        semantic: SemanticProjection | None,
+        later: Sequence[Sequence[IndexChange]] = (),
+    ) -> None:
+        """Serve from `scopes` and `semantic`, after applying `later`: the changes of the
+        commits that ended after the snapshot they were read from, in commit order."""
+        with self._lock:
+            self._scopes, self.semantic = scopes, semantic
             self._usable = True
+            for changes in later:
+                self._apply_locked(changes)
+        self._load_done.set()
+
+    def load_failed(self) -> None:
+        """The load beside serving did not complete: searches read the store until restart
+        (semantic ones answer RANKING_UNAVAILABLE)."""
+        self._load_done.set()
 
     def embedder_idle(self, timeout: float) -> bool:
         """Wait until no embedder runs (every queued record embedded and its vector kept):
@@ -346,47 +407,3 @@ def semantic_keeping(database: Database, semantic: SemanticSetup) -> VectorKeepi
     return VectorKeeping(
         database, semantic.model, semantic.open_body, semantic.scope_key, semantic.vector_key
     )
-
-
-def _load_scopes(tx: Transaction) -> dict[str, ScopeIndex]:
-    """Every scope's index from the store, read as columns (a 100k-record scope loads in
-    seconds: no Python object per posting)."""
-    scopes: dict[str, ScopeIndex] = {}
-    for (scope_ref,) in tx.fetchall(_Q["indexed_scopes"]):
-        records = tx.fetch_columns(_Q["indexed_records"], [scope_ref])
-        postings = tx.fetch_columns(_Q["indexed_postings"], [scope_ref, SLOT_SHIFT, FIELD_SHIFT])
-        terms = [str(row[0]) for row in tx.fetchall(_Q["indexed_terms"], [scope_ref])]
-        term_ranks, packed = _by_term_then_slot(
-            np.asarray(postings["term"], dtype=np.int64),
-            np.asarray(postings["packed"], dtype=np.int64),
-        )
-        scope = ScopeIndex()
-        scope.bulk_load(
-            [str(record_id) for record_id in records["record_id"]],
-            current=np.asarray(records["current"], dtype=np.bool_),
-            accept=np.asarray(records["accept"], dtype=np.int64),
-            recorded=np.asarray(records["recorded"], dtype=np.int64),
-            valid_t=np.asarray(records["valid_t"], dtype=np.int64),
-            valid_end=np.asarray(records["valid_end"], dtype=np.int64),
-            expires=np.asarray(records["expires"], dtype=np.int64),
-            lengths=np.stack(
-                [np.asarray(records[f"l{i}"], dtype=np.int64) for i in range(5)], axis=1
-            ).reshape(-1, 5),
-            terms=terms,
-            term_ranks=term_ranks,
-            packed=packed,
-        )
-        scopes[str(scope_ref)] = scope
-    return scopes
-
-
-def _by_term_then_slot(term_ranks: Int64s, packed: Int64s) -> tuple[Int64s, Int64s]:
-    """The postings ordered by term rank, then packed (slot, field): a stable sort by rank
-    (radix, on ranks narrowed to 16 bits when they fit) of postings in packed order, which
-    they mostly arrive in already (postings are written record by record, in slot order)."""
-    if len(packed) > 1 and not bool(np.all(packed[1:] >= packed[:-1])):
-        order = np.argsort(packed, kind="stable")
-        term_ranks, packed = term_ranks[order], packed[order]
-    narrow = len(term_ranks) > 0 and int(term_ranks.max()) < 1 << 16
-    order = np.argsort(term_ranks.astype(np.uint16) if narrow else term_ranks, kind="stable")
-    return term_ranks[order], packed[order]

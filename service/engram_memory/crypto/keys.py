@@ -147,6 +147,12 @@ class RootKey:
         the head anchor's, so a root rotation leaves an existing log verifiable."""
         return _hkdf(self.stable_index_root, b"engram-memory/call-log/v1\0")
 
+    def kept_index_key(self) -> bytes:
+        """Seals the search index kept between a clean stop and the next start
+        (core/index_keeping.py). From the stable index root, like the vectors' key it
+        stands in for."""
+        return _hkdf(self.stable_index_root, b"engram-memory/kept-index/v1\0")
+
     def archive_key(self, key_id: bytes, salt: bytes) -> bytes:
         """The key of one backup archive (its own label, a per-archive salt).
 

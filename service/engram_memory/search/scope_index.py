@@ -53,6 +53,21 @@ class EligibleStatistics:
     field_token_totals: dict[str, int]
 
 
+@dataclass(frozen=True)
+class SlotColumns:
+    """One scope's per-slot columns, as held (purged slots included: `indexed` false)."""
+
+    ids: npt.NDArray[np.bytes_]
+    indexed: Bools
+    current: Bools
+    accept: Int64s
+    recorded: Int64s
+    valid_t: Int64s
+    valid_end: Int64s
+    expires: Int64s
+    lengths: Int64s
+
+
 class ScopeIndex:
     """The index of one scope; every method runs under the owner's lock."""
 
@@ -308,6 +323,22 @@ class ScopeIndex:
             )
             for slot in range(len(self.record_ids))
             if self._indexed.data[slot]
+        )
+
+    def slot_columns(self) -> SlotColumns:
+        """Views of every slot's columns (the index keeping at close reads them under the
+        owner's lock: core/index_keeping.py)."""
+        size = len(self.record_ids)
+        return SlotColumns(
+            self._ids.view(),
+            self._indexed.view(),
+            self._current.view(),
+            self._accept.view(),
+            self._recorded.view(),
+            self._valid_t.view(),
+            self._valid_end.view(),
+            self._expires.view(),
+            self._lengths[:size],
         )
 
     # -- queries ----------------------------------------------------------------------------

@@ -134,6 +134,14 @@ class SemanticScope:
         result: Int64s = self._id_rank[slots]
         return result
 
+    def held(self, slot_count: int) -> tuple[Int64s, Floats32, list[tuple[str, ...]]]:
+        """The slots below `slot_count` holding a vector, their vectors and citations (what
+        `load` takes back; the index keeping at close reads it under the owner's lock)."""
+        present = self._present[:slot_count]
+        slots = np.flatnonzero(present).astype(np.int64)
+        citations = [self._citations.get(int(slot), ()) for slot in slots]
+        return slots, self._vectors[slots], citations
+
     def vector_count(self) -> int:
         return int(np.count_nonzero(self._present))
 

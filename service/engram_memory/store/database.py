@@ -35,6 +35,7 @@ from engram_memory.contract.exceptions import (
     StoreOpenFailed,
     StoreUnavailable,
 )
+from engram_memory.store import kept_index
 from engram_memory.store.compaction import compact_store
 from engram_memory.store.connection import DATABASE_FILE, connect, load_queries
 from engram_memory.store.deferred import DeferredWork, Work
@@ -89,6 +90,8 @@ class Database(CallLogWriting):
         self.deferred = DeferredWork()
         # Hands committed index changes to the search index (store/index_changes.py).
         self.index_commits = IndexCommits()
+        # The sealed index the last clean stop kept, until the index load takes it.
+        self.kept_index: bytes | None = None
         # The rows `get` and search pages read, kept exact by every COMMIT before it returns
         # (store/read_cache.py).
         self.read_cache = RecordCache()
@@ -150,9 +153,16 @@ class Database(CallLogWriting):
 
     @classmethod
     def open(
-        cls, data_dir: Path, *, read_only: bool = False, announce_damage: bool = True
+        cls,
+        data_dir: Path,
+        *,
+        read_only: bool = False,
+        announce_damage: bool = True,
+        read_kept_index: bool = False,
     ) -> Database:
-        """Open (creating and migrating if needed) the store in `data_dir`.
+        """Open (creating and migrating if needed) the store in `data_dir`. A writable open
+        takes the search index kept by the last clean stop (store/kept_index.py): on
+        `kept_index` with `read_kept_index`, removed either way.
 
         Raises:
             StoreVersionSkew: the file is newer than this code or its ledger was altered.
@@ -180,6 +190,8 @@ class Database(CallLogWriting):
                 database._migrate()
             database._check_version()
             database._published.reset(database._load_heads())
+            if not read_only:  # under the store's lock: no other writer has it open
+                database.kept_index = kept_index.take(data_dir, read=read_kept_index)
         except BaseException:
             database.close(checkpoint=False)  # a refused store stays as it was found
             raise

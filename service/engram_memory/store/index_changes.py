@@ -165,6 +165,10 @@ class IndexCommits:
         """From now on hand every committed transaction's index changes to `listener`."""
         self._listener = listener
 
+    def followed_by(self, listener: IndexListener) -> bool:
+        """True while `listener` is handed every commit's changes (no one detached it)."""
+        return self._listener is listener
+
     def stable_sequence(self, timeout: float) -> int | None:
         """The sequence once no index-changing commit is in flight, or None after `timeout`."""
         with self._changed:

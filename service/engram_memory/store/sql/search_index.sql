@@ -54,3 +54,18 @@ SELECT DISTINCT p.term_hash
 FROM lexical_postings p JOIN slots s USING (record_id)
 WHERE p.scope_ref = $1
 ORDER BY p.term_hash;
+
+-- name: index_fingerprint
+-- What the index is read from, summed per scope (a kept index is used only where these are
+-- unchanged since it was kept: core/index_keeping.py): the indexed records' columns with
+-- their documents, and every posting.
+SELECT 'documents' AS part, d.scope_ref, count(*) AS n,
+       sum(hash(d.record_id, d.field_lengths_json, r.state, r.accept_cursor, r.recorded_cursor,
+                r.valid_t, r.valid_t_end, r.expires_at_ms))::VARCHAR AS digest
+FROM lexical_documents d JOIN records r USING (scope_ref, record_id)
+GROUP BY d.scope_ref
+UNION ALL
+SELECT 'postings', scope_ref, count(*), sum(hash(record_id, field, term_hash, tf))::VARCHAR
+FROM lexical_postings
+GROUP BY scope_ref
+ORDER BY 1, 2;
