@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
-from engram_memory.core.index_keeping import binding, opened_index
+from engram_memory.core.index_keeping import opened_index
 from engram_memory.core.index_reading import index_fingerprint
 from engram_memory.crypto.keys import RootKey
 from engram_memory.search.embedding import EmbeddingModel, load_embedding_model
@@ -63,17 +63,16 @@ async def _stored(server: Server) -> tuple[list[str], str]:
 def _kept_ids(server: Server) -> set[str]:
     """The record ids the kept index holds, opened as the next start opens it."""
     root = RootKey.load(Path(server.env["ENGRAM_ROOT_KEY"]))
-    model = load_embedding_model()
+    loaded = load_embedding_model()
+    model = loaded if isinstance(loaded, EmbeddingModel) else None
     database = Database.open(server.data_dir, read_only=True)
     try:
         with database.reading(audit_complete=False) as tx:
-            bound_to = binding(
-                index_fingerprint(tx), model if isinstance(model, EmbeddingModel) else None
-            )
+            fingerprint = index_fingerprint(tx)
     finally:
         database.close()
-    key = root.kept_index_key()
-    built = opened_index((server.data_dir / FILE_NAME).read_bytes(), key, bound_to, None)
+    blob = (server.data_dir / FILE_NAME).read_bytes()
+    built = opened_index(blob, root.kept_index_key(), model, lambda: fingerprint)
     assert built is not None
     return {record_id for scope in built[0].values() for record_id in scope.record_ids}
 

@@ -4,7 +4,7 @@ opens to the same rows (core/index_keeping.py)."""
 
 from __future__ import annotations
 
-from engram_memory.core.index_keeping import binding, opened_index, sealed_index
+from engram_memory.core.index_keeping import opened_index, sealed_index
 from engram_memory.search.scope_index import ScopeIndex
 
 KEY = bytes(32)
@@ -36,7 +36,7 @@ def test_a_kept_scope_opens_in_store_order_with_the_same_rows() -> None:
 
     counted = [("documents", SCOPE, 3, "d"), ("postings", SCOPE, 8, "p")]
     sealed = sealed_index({SCOPE: followed}, None, KEY, counted, None)
-    built = opened_index(sealed, KEY, binding(counted, None), None)
+    built = opened_index(sealed, KEY, None, lambda: counted)
 
     assert built is not None
     scopes, semantic = built

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_memory.core.index_keeping import Built, binding, opened_index, sealed_index
+from engram_memory.core.index_keeping import Built, Fingerprint, opened_index, sealed_index
 from engram_memory.core.index_reading import index_fingerprint
 from engram_memory.core.runtime import Services
 from engram_memory.core.search_index import SearchIndex, follow_store, semantic_keeping
@@ -28,9 +28,9 @@ def _index(services: Services) -> SearchIndex:
     return index
 
 
-def _bound(services: Services) -> bytes:
+def _fingerprint(services: Services) -> Fingerprint:
     with services.database.reading() as tx:
-        return binding(index_fingerprint(tx), _index(services).model)
+        return index_fingerprint(tx)
 
 
 def _sealed(services: Services) -> bytes:
@@ -47,7 +47,7 @@ def _sealed(services: Services) -> bytes:
 
 def _opened(services: Services, sealed: bytes) -> Built | None:
     key = services.root_key.kept_index_key()
-    return opened_index(sealed, key, _bound(services), _index(services).model)
+    return opened_index(sealed, key, _index(services).model, lambda: _fingerprint(services))
 
 
 def _installed(services: Services, built: Built) -> SearchIndex:
@@ -104,7 +104,8 @@ def test_a_kept_index_does_not_open_under_another_root_key(
     sealed = _sealed(semantic_services)
     other = RootKey(b"\x07" * 32).kept_index_key()
 
-    assert opened_index(sealed, other, _bound(semantic_services), None) is None
+    model = _index(semantic_services).model
+    assert opened_index(sealed, other, model, lambda: _fingerprint(semantic_services)) is None
 
 
 def test_every_writable_open_takes_the_kept_file_and_a_read_only_one_leaves_it(

@@ -5,11 +5,13 @@ At a clean stop the index (every scope's lexical columns and postings, and the s
 vectors with their citations) is written as one payload, sealed with AES-256-GCM under a key
 from the root key ring (crypto/sealed_chunks.py) and bound to a fingerprint of the rows it
 was built from (core/index_reading.py: per scope, the count and hash sum of the indexed
-records with their documents, and of the postings) and to the embedding model. The next
-writable open takes the file away (store/kept_index.py); the index load uses it only if it
-opens under that key and binding, computed from the store as the load's snapshot sees it.
-Anything else (another store, a change since, another model, a flipped byte) and the index
-loads from the store, as without it, after one log line.
+records with their documents, and of the postings; sealed inside the payload) and to the
+embedding model (bound as associated data). The next writable open takes the file away
+(store/kept_index.py); the index load uses it only if it opens under that key and model and
+its fingerprint equals the store's as the load's snapshot sees it (computed by DuckDB while
+this process opens the payload). Anything else (another store, a change since, another
+model, a flipped byte) and the index loads from the store, as without it, after one log
+line.
 
 Why the vectors may sit in this file: in the store they are sealed under a scope key from
 the same stable index root, not under the items' keys, and deleted with the record; here
@@ -26,7 +28,7 @@ import hashlib
 import json
 import logging
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,14 +52,14 @@ Built = tuple[dict[str, ScopeIndex], SemanticProjection | None]
 Fingerprint = Sequence[tuple[str, str, int, str]]
 
 
-def binding(fingerprint: Fingerprint, model: EmbeddingModel | None) -> bytes:
-    """What a kept index is bound to: the format, the model, the store's fingerprint."""
-    document = {
-        "format": FORMAT,
-        "model": None if model is None else model.model_ref,
-        "store": [list(row) for row in fingerprint],
-    }
+def _binding(model: EmbeddingModel | None) -> bytes:
+    """The associated data a kept index is sealed with: the format and the model."""
+    document = {"format": FORMAT, "model": None if model is None else model.model_ref}
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).digest()
+
+
+def _rows(fingerprint: Fingerprint) -> list[list[Any]]:
+    return [list(row) for row in fingerprint]
 
 
 def sealed_index(
@@ -89,28 +91,35 @@ def sealed_index(
         held[("postings", scope_ref)] = len(arrays[f"{number}.packed"])
     if {k: n for k, n in held.items() if n} != {k: n for k, n in counted.items() if n}:
         raise IndexInconsistent("the index does not hold what the store counts: not kept")
-    manifest = {"format": FORMAT, "scopes": scope_refs, "semantic": semantic is not None}
-    return seal(key, binding(fingerprint, model), _packed(manifest, arrays))
+    manifest = {
+        "format": FORMAT,
+        "scopes": scope_refs,
+        "semantic": semantic is not None,
+        "store": _rows(fingerprint),
+    }
+    return seal(key, _binding(model), _packed(manifest, arrays))
 
 
 def opened_index(
-    blob: bytes, key: bytes, bound_to: bytes, model: EmbeddingModel | None
+    blob: bytes,
+    key: bytes,
+    model: EmbeddingModel | None,
+    fingerprint: Callable[[], Fingerprint],
 ) -> Built | None:
-    """The index `blob` holds, or None when it does not open under `key` and `bound_to`
-    (or is not this format)."""
-    payload = open_sealed(key, bound_to, blob)
+    """The index `blob` holds, or None when it does not open under `key` and `model`, is
+    not this format, or was kept from a store whose fingerprint is not `fingerprint()`
+    (called once the payload is built: a caller may compute it meanwhile)."""
+    payload = open_sealed(key, _binding(model), blob)
     if payload is None:
         return None
     try:
         manifest, arrays = _unpacked(payload)
-    except (ValueError, KeyError, TypeError):
-        return None  # sealed by us, so only another format version gets here
-    if manifest.get("format") != FORMAT:
-        return None
-    try:
-        return _built(manifest, arrays, model)
+        if manifest.get("format") != FORMAT:
+            return None
+        built = _built(manifest, arrays, model)
     except (ValueError, KeyError, TypeError, IndexError, IndexInconsistent):
-        return None  # not what this code keeps (sealed by us: another version's layout)
+        return None  # sealed by us, so only another version's layout gets here
+    return built if manifest.get("store") == _rows(fingerprint()) else None
 
 
 def _built(
