@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
+from engram_memory.bulk.admission_guess import EVENTS_PER_LINE, verified
 from engram_memory.bulk.line_work import (
     ADMIT,
     CAPTURE,
@@ -66,7 +67,7 @@ from engram_memory.core.call_audit import AuditFacts, CallAudit
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.key_batch import store_item_keys
 from engram_memory.crypto.sealing import new_data_key, seal
-from engram_memory.store import bulk_reads, key_intents, memory
+from engram_memory.store import bulk_reads, journal, key_intents, memory
 from engram_memory.store.batched_writes import BatchedWrites
 from engram_memory.store.transaction import Transaction
 from engram_memory.tools import admission, capture
@@ -111,6 +112,11 @@ class Importer:
         # The importer's own line work: every line's when there are no workers, and the
         # admission of a line whose capture replayed another candidate.
         self.local = LineWork(services, binding, index_terms=services.search_index is None)
+        # The journal head after the last line placed, and how many lines were placed: the
+        # workers' cursor guesses start from them (`_guess`).
+        self._scope = self._context(CAPTURE, "scope").scope_ref
+        self._head = 0
+        self._placed = 0
 
     def run(
         self, lines: Iterable[tuple[int, str]], total: int, batch_size: int, workers: int = 1
@@ -129,12 +135,17 @@ class Importer:
             self._load(here, total, batch_size)
             return
         self.progress(f"import: {workers} worker processes prepare the lines")
+        with self.services.database.reading(audit_complete=False) as tx:
+            self._head = journal.head(tx, self._scope)[0]
         with LinePool(setup, workers) as pool:
-            self._load(
-                same_revision(pool.prepared(lines, self.services.clock_ms), self.services.decider),
-                total,
-                batch_size,
-            )
+            prepared = pool.prepared(lines, self.services.clock_ms, self._guess)
+            self._load(same_revision(prepared, self.services.decider), total, batch_size)
+
+    def _guess(self, ordinal: int) -> int:
+        """The cursor the capture of the line with `ordinal` lines before it will take if
+        every line from the next one to be placed until it writes both its events (the
+        usual case: captured, then accepted or rejected; bulk/admission_guess.py)."""
+        return self._head + EVENTS_PER_LINE * (ordinal - self._placed) + 1
 
     def _load(self, prepared: Iterable[PreparedLine], total: int, batch_size: int) -> None:
         started = time.monotonic()
@@ -158,7 +169,10 @@ class Importer:
             with database.transaction() as direct:
                 tx = BatchedWrites(direct)
                 self._look_ahead(tx, batch, lines)
-                outcomes = [self._line(tx, batch, line) for line in lines]
+                for line in lines:
+                    outcomes.append(self._line(tx, batch, line))
+                    self._head = journal.head(tx, self._scope)[0]
+                    self._placed += 1
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
                 tx.flush()  # every row before the COMMIT
@@ -286,7 +300,9 @@ class Importer:
             candidate_id = str(capture.duplicate(audit, replay)["candidate_id"])
         else:
             candidate_id = planned.candidate_id
-            written = capture.write(tx, ctx, audit, planned, prepared.sealed)
+            guess = None if line.admission is None else line.admission.guess
+            built = None if guess is None else (guess.cursor, guess.record)
+            written = capture.write(tx, ctx, audit, planned, prepared.sealed, built)
             batch.written.add(mutation.key_digest)
             envelope = prepared.envelope or {}  # set whenever `planned` is
             batch.fresh[candidate_id] = _FreshCandidate(
@@ -371,6 +387,10 @@ class Importer:
         index = prepared.index
         if index is not None:
             index = replace(index, record_id=str(subject.record["record_id"]))
+        # The decision a worker asked at the cursor it guessed, if the capture landed there.
+        result = verified(prepared.guess, subject.record, self.services.clock_ms)
+        if result is not None:
+            return admission.concluded(ctx, audit, mutation, subject, result, index)
         return admission.decide_with_facts(ctx, audit, mutation, subject, prepared.facts, index)
 
     def _refused(self, batch: _Batch, number: int, ctx: CallContext, failed: Refused) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engram_memory.bulk.admission_guess import GuessedAdmission, guessed
 from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.classifiers import EMPTY_SET, ClassifierSet, texts_by_kind
 from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
@@ -158,6 +159,9 @@ class PreparedAdmission:
     from_payload: bool
     facts: ClassifierFacts | None
     index: indexing.RecordIndex | None  # its record_id is filled in by the importer
+    # The admission decision asked at the cursor guessed for the line's capture (a worker's
+    # line with a guess only; bulk/admission_guess.py).
+    guess: GuessedAdmission | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,17 @@ class PreparedLine:
     lookahead_key: str | None  # the raw arguments' idempotency key, if a string
     capture: PreparedCapture
     admission: PreparedAdmission | None
+
+    @property
+    def events(self) -> int:
+        """The journal events the line writes if it goes as prepared (no rate limit or
+        replay met): what the next line's cursor guess adds to this one's."""
+        if self.capture.planned is None:
+            return 0
+        admitted = self.admission
+        if admitted is None or admitted.guess is None:  # the admission is refused
+            return 1
+        return admitted.guess.events
 
 
 def admission_key_for(capture_key: str) -> str:
@@ -195,7 +210,11 @@ class LineWork:
         # False when the importer computes the index itself (a semantic channel follows).
         self.index_terms = index_terms
 
-    def prepare(self, number: int, text: str, now_ms: int) -> PreparedLine:
+    def prepare(
+        self, number: int, text: str, now_ms: int, cursor: int | None = None
+    ) -> PreparedLine:
+        """The line's prepared steps; with `cursor`, the cursor its capture is guessed to
+        take, also its admission decision at that cursor."""
         raw = decoded(text)
         key = raw.get("idempotency_key") if isinstance(raw, dict) else None
         prepared = self._capture(number, raw, now_ms)
@@ -207,6 +226,7 @@ class LineWork:
                 admission_key_for(prepared.idempotency_key),
                 now_ms,
                 prepared.envelope["payload"],
+                None if cursor is None else (prepared.planned, prepared.envelope, cursor),
             )
         lookahead = key if isinstance(key, str) else None
         return PreparedLine(number, now_ms, lookahead, prepared, admission)
@@ -243,9 +263,12 @@ class LineWork:
         key: str,
         now_ms: int,
         payload: Mapping[str, Any] | None,
+        guess_at: tuple[capture.CapturePlan, dict[str, JsonValue], int] | None = None,
     ) -> PreparedAdmission:
         """The admission's steps up to its idempotency lookup, as the tool takes them; with
-        the captured `payload`, also the classifier names and the record's index terms."""
+        the captured `payload`, also the classifier names and the record's index terms; with
+        `guess_at` (the line's plan, envelope and guessed capture cursor), also the
+        admission decision at that cursor."""
         ctx = context(self.services, self.binding, ADMIT, f"line-{number}:admission", now_ms)
         audit = CallAudit()
         self.limits.watch(audit)
@@ -268,6 +291,9 @@ class LineWork:
             if self.index_terms:
                 # The index terms depend on the payload alone; the record id is the importer's.
                 index = indexing.record_index(ctx, {**payload, "record_id": ""})
+        guess = None
+        if guess_at is not None and payload is not None:
+            guess = guessed(ctx, *guess_at, facts)
         return PreparedAdmission(
-            call, candidate_id, key, parsed.classifiers, payload is not None, facts, index
+            call, candidate_id, key, parsed.classifiers, payload is not None, facts, index, guess
         )

@@ -145,7 +145,9 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="import-parent-watch", daemon=True).start()
 
 
-def _prepare_chunk(lines: list[tuple[int, str]], now_ms: int) -> list[PreparedLine]:
+def _prepare_chunk(
+    lines: list[tuple[int, str]], now_ms: int, cursor: int | None
+) -> list[PreparedLine]:
     global _now_ms
     if _stale:
         raise PolicyStale("an import worker loaded another bundle than the parent's")
@@ -155,7 +157,13 @@ def _prepare_chunk(lines: list[tuple[int, str]], now_ms: int) -> list[PreparedLi
     if isinstance(_work.services.decider, ChunkDecisions):
         _work.services.decider.forget()
     try:
-        return [_work.prepare(number, text, now_ms) for number, text in lines]
+        prepared = []
+        for number, text in lines:
+            line = _work.prepare(number, text, now_ms, cursor)
+            if cursor is not None:  # the next line's capture follows this line's events
+                cursor += line.events
+            prepared.append(line)
+        return prepared
     except Exception as exc:  # noqa: BLE001 - nothing but a type name crosses back
         # Exceptions of ours do not survive pickling intact, and their text must not leave.
         raise PolicyUnavailable(f"import worker: {type(exc).__name__}") from None
@@ -180,17 +188,25 @@ class LinePool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
     def prepared(
-        self, lines: Iterable[tuple[int, str]], clock: Callable[[], int]
+        self,
+        lines: Iterable[tuple[int, str]],
+        clock: Callable[[], int],
+        cursor: Callable[[int], int | None] = lambda _ordinal: None,
     ) -> Iterator[PreparedLine]:
-        """Every line prepared, in input order.
+        """Every line prepared, in input order. `cursor(n)`: the capture cursor guessed, when
+        the chunk is handed out, for the line with n lines before it (None: no guess);
+        each line's admission is decided at the guess (bulk/admission_guess.py).
 
         Raises:
             PolicyUnavailable: a worker failed or could not start (the run stops).
         """
         window: deque[Future[list[PreparedLine]]] = deque()
         depth = self._workers * IN_FLIGHT_PER_WORKER
+        ordinal = 0
         for chunk in chunks(lines, CHUNK_LINES):
-            window.append(self._executor.submit(_prepare_chunk, chunk, clock()))
+            guess = cursor(ordinal)
+            ordinal += len(chunk)
+            window.append(self._executor.submit(_prepare_chunk, chunk, clock(), guess))
             if len(window) >= depth:
                 yield from _result(window.popleft())
         while window:
@@ -228,13 +244,15 @@ def same_revision(
     """
     for line in prepared:
         expected = decider.expected  # read per line: the revision in use may move
-        calls = [line.capture.call] + ([] if line.admission is None else [line.admission.call])
-        for call in calls:
-            for decision in call.audit.decisions:
-                receipt = decision.receipt
-                if (receipt.bundle_revision, receipt.bundle_digest) != (
-                    expected.revision,
-                    expected.digest,
-                ):
-                    raise PolicyStale("an import worker decided under another revision")
+        receipts = [d.receipt for d in line.capture.call.audit.decisions]
+        if line.admission is not None:
+            receipts += [d.receipt for d in line.admission.call.audit.decisions]
+            if line.admission.guess is not None:
+                receipts.append(line.admission.guess.result.receipt.receipt)
+        for receipt in receipts:
+            if (receipt.bundle_revision, receipt.bundle_digest) != (
+                expected.revision,
+                expected.digest,
+            ):
+                raise PolicyStale("an import worker decided under another revision")
         yield line

@@ -28,11 +28,21 @@ HELD_FOR_ADJUDICATION = "held for adjudication"
 def _admission_candidate(
     candidate: memory.CandidateRow, envelope: dict[str, Any]
 ) -> AdmissionCandidate:
+    return admission_candidate(
+        candidate.candidate_id, candidate.payload_digest, candidate.record_digest, envelope
+    )
+
+
+def admission_candidate(
+    candidate_id: str, payload_digest: str, record_digest: str, envelope: dict[str, Any]
+) -> AdmissionCandidate:
+    """What the admission policy is told of a candidate: its id and digests (the candidate
+    row's, which the capture took from its record) and facts of its opened envelope."""
     payload, evidence = envelope["payload"], envelope["evidence"]
     return AdmissionCandidate(
-        candidate_id=candidate.candidate_id,
-        payload_digest=candidate.payload_digest,
-        record_digest=candidate.record_digest,
+        candidate_id=candidate_id,
+        payload_digest=payload_digest,
+        record_digest=record_digest,
         evidence_ref=str(evidence["evidence_ref"]),
         evidence_digest=str(evidence["evidence_digest"]),
         component_kinds=tuple(str(c["kind"]) for c in payload["components"]),
@@ -176,6 +186,20 @@ def decide_with_facts(
     result = ctx.services.decider.admission(
         ctx.subject, _admission_candidate(subject.candidate, subject.envelope), ctx.now_ms, facts
     )
+    return concluded(ctx, audit, mutation, subject, result, index)
+
+
+def concluded(
+    ctx: CallContext,
+    audit: CallAudit,
+    mutation: steps.MutationKey,
+    subject: AdmissionSubject,
+    result: AdmissionResult,
+    index: indexing.RecordIndex | None = None,
+) -> AdmissionPlan:
+    """The plan that follows the admission policy's `result` about `subject`: the decision
+    kept, the forget guard applied, the accepted record's index entries. The bulk import
+    passes a result its worker asked for this very candidate (bulk/admission_guess.py)."""
     audit.decided(result.receipt)
     outcome = result.decision
     if outcome == "accept" and subject.guard_hit:

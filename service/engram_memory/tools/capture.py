@@ -199,24 +199,40 @@ class WrittenCapture:
     record: dict[str, JsonValue]
 
 
-def write(
-    tx: Transaction, ctx: CallContext, audit: CallAudit, planned: CapturePlan, sealed: bytes
-) -> WrittenCapture:
-    """The capture's writes in `tx` (its event, sealed candidate and result); the caller has
-    found the key new in `tx` and writes the call's audit entry after this.
-
-    Raises:
-        StoreUnavailable: a statement failed (the caller's transaction rolls back).
-    """
-    candidate_id = planned.candidate_id
-    cursor = journal.head(tx, ctx.scope_ref)[0] + 1
-    record = build_record(
+def record_at(ctx: CallContext, planned: CapturePlan, cursor: int) -> dict[str, JsonValue]:
+    """The record `planned` becomes when its capture event lands at `cursor` (the cursor is
+    in the record, so its digest and id bind it)."""
+    return build_record(
         planned.effective,
         recorded_at=ctx.now_instant,
         recorded_cursor=str(cursor),
         authorization_receipt_digest=planned.authorization_digest,
         trust=planned.trust,
     )
+
+
+def write(
+    tx: Transaction,
+    ctx: CallContext,
+    audit: CallAudit,
+    planned: CapturePlan,
+    sealed: bytes,
+    built: tuple[int, dict[str, JsonValue]] | None = None,
+) -> WrittenCapture:
+    """The capture's writes in `tx` (its event, sealed candidate and result); the caller has
+    found the key new in `tx` and writes the call's audit entry after this. `built`: a
+    (cursor, `record_at` that cursor) made beforehand (the bulk import's workers guess the
+    cursor), used only if the event lands at that very cursor.
+
+    Raises:
+        StoreUnavailable: a statement failed (the caller's transaction rolls back).
+    """
+    candidate_id = planned.candidate_id
+    cursor = journal.head(tx, ctx.scope_ref)[0] + 1
+    if built is not None and built[0] == cursor:
+        record = built[1]
+    else:
+        record = record_at(ctx, planned, cursor)
     event = journal.append(
         tx,
         ctx.scope_ref,
