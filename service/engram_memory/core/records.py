@@ -60,10 +60,13 @@ def build_record(
     recorded_cursor: str,
     authorization_receipt_digest: str,
     trust: Mapping[str, JsonValue],
+    payload_digest_value: str | None = None,
 ) -> dict[str, JsonValue]:
-    """The full record: payload + writer fields + record_digest + record_id."""
+    """The full record: payload + writer fields + record_digest + record_id.
+    `payload_digest_value`: `effective`'s payload digest when the caller already made it
+    (a capture makes it for its trust binding): not serialized again."""
     record: dict[str, JsonValue] = dict(effective)
-    record["payload_digest"] = payload_digest(effective)
+    record["payload_digest"] = payload_digest_value or payload_digest(effective)
     record["recorded_at"] = recorded_at
     record["recorded_cursor"] = recorded_cursor
     record["authorization_receipt_digest"] = authorization_receipt_digest

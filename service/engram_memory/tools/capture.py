@@ -97,6 +97,10 @@ class CapturePlan:
     evidence: Mapping[str, Any]
     trust: dict[str, JsonValue]
     authorization_digest: str
+    # Of `effective`, made once here, before the write transaction (the bulk import makes
+    # plans in its workers): the record's payload digest and the forget guard's digest.
+    payload_digest: str
+    guard_digest: str
 
     def envelope(self, ctx: CallContext) -> dict[str, JsonValue]:
         """The candidate's sealed body (rebuilt into the record at admission)."""
@@ -146,9 +150,8 @@ def plan(
     candidate_id = candidate_id_for(source_ref, str(args["idempotency_key"]))
     audit.targets(candidate_id)
     evidence: Mapping[str, Any] = args["evidence"]
-    trust = asserted_trust(
-        str(evidence["evidence_digest"]), ctx.now_instant, payload_digest(effective)
-    )
+    content_digest = payload_digest(effective)
+    trust = asserted_trust(str(evidence["evidence_digest"]), ctx.now_instant, content_digest)
     return CapturePlan(
         mutation=mutation,
         candidate_id=candidate_id,
@@ -156,6 +159,8 @@ def plan(
         evidence=evidence,
         trust=trust,
         authorization_digest=authz.decision.receipt.receipt_digest,
+        payload_digest=content_digest,
+        guard_digest=guard_digest(effective),
     )
 
 
@@ -208,6 +213,7 @@ def record_at(ctx: CallContext, planned: CapturePlan, cursor: int) -> dict[str, 
         recorded_cursor=str(cursor),
         authorization_receipt_digest=planned.authorization_digest,
         trust=planned.trust,
+        payload_digest_value=planned.payload_digest,
     )
 
 
@@ -257,7 +263,7 @@ def write(
         state="pending",
         principal_ref=ctx.principal_ref,
         payload_digest=str(record["payload_digest"]),
-        guard_digest=guard_digest(planned.effective),
+        guard_digest=planned.guard_digest,
         record_digest=str(record["record_digest"]),
         record_id=str(record["record_id"]),
         capture_cursor=event.cursor,
