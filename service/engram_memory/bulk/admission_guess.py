@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engram_memory.contract.canonical import JsonValue
+from engram_memory.contract.canonical import JsonValue, canonical_json
 from engram_memory.contract.exceptions import ProtocolRefusal, ToolError
 from engram_memory.core.runtime import CallContext
+from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.policy.decider import ADMISSION_MAX_AGE_MS, AdmissionResult, ClassifierFacts
 from engram_memory.tools import admission, capture
 
@@ -43,6 +44,9 @@ class GuessedAdmission:
     cursor: int
     record: dict[str, JsonValue]
     result: AdmissionResult
+    # When the policy accepts: the record sealed under a new key of its own, (key, sealed),
+    # as the importer seals an accepted record (its id binds the cursor too).
+    sealed: tuple[bytes, bytes] | None
 
     @property
     def events(self) -> int:
@@ -70,7 +74,21 @@ def guessed(
         result = ctx.services.decider.admission(ctx.subject, candidate, ctx.now_ms, facts)
     except (ToolError, ProtocolRefusal):
         return None
-    return GuessedAdmission(cursor, record, result)
+    sealed = None
+    if result.decision == "accept":
+        key = new_data_key()
+        body = seal(key, canonical_json(dict(record)), ctx.scope_ref, str(record["record_id"]))
+        sealed = (key, body)
+    return GuessedAdmission(cursor, record, result, sealed)
+
+
+def sealed_record(
+    guess: GuessedAdmission | None, record: dict[str, JsonValue]
+) -> tuple[bytes, bytes] | None:
+    """The (key, sealed body) of `record` a worker made, if it sealed this very record."""
+    if guess is None or guess.sealed is None:
+        return None
+    return guess.sealed if guess.record["record_digest"] == record["record_digest"] else None
 
 
 def verified(

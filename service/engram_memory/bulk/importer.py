@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from engram_memory.bulk.admission_guess import EVENTS_PER_LINE, verified
+from engram_memory.bulk.admission_guess import EVENTS_PER_LINE, sealed_record, verified
 from engram_memory.bulk.line_work import (
     ADMIT,
     CAPTURE,
@@ -338,9 +338,15 @@ class Importer:
         candidate_id = prepared.candidate_id
         if decided.outcome == "accept":
             record = decided.subject.record
-            record_id, record_key = str(record["record_id"]), new_data_key()
+            record_id = str(record["record_id"])
             self._clear_path(tx, ctx, record_id)
-            sealed = self._seal(ctx, record_id, record_key, record)
+            # Sealed by the worker that guessed the cursor this record binds, else here.
+            made = sealed_record(prepared.guess, record)
+            if made is None:
+                record_key = new_data_key()
+                sealed = self._seal(ctx, record_id, record_key, record)
+            else:
+                record_key, sealed = made
             batch.keys.append((record_id, record_key))
         output = admission.write(tx, ctx, audit, decided, sealed, decided.index)
         batch.written.add(decided.mutation.key_digest)
