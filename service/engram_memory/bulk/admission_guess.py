@@ -44,6 +44,7 @@ class GuessedAdmission:
     cursor: int
     record: dict[str, JsonValue]
     result: AdmissionResult
+    decision: dict[str, JsonValue]  # the result's decision object (admission.decision_object)
     # When the policy accepts: the record sealed under a new key of its own, (key, sealed),
     # as the importer seals an accepted record (its id binds the cursor too).
     sealed: tuple[bytes, bytes] | None
@@ -79,7 +80,7 @@ def guessed(
         key = new_data_key()
         body = seal(key, canonical_json(dict(record)), ctx.scope_ref, str(record["record_id"]))
         sealed = (key, body)
-    return GuessedAdmission(cursor, record, result, sealed)
+    return GuessedAdmission(cursor, record, result, admission.decision_object(result), sealed)
 
 
 def sealed_record(
@@ -93,8 +94,8 @@ def sealed_record(
 
 def verified(
     guess: GuessedAdmission | None, record: dict[str, JsonValue], clock_ms: Callable[[], int]
-) -> AdmissionResult | None:
-    """The guessed result, if it is the one the importer would get for `record` (the record
+) -> GuessedAdmission | None:
+    """The guess, if its result is the one the importer would get for `record` (the record
     its capture wrote) now: None to ask the policy again."""
     if guess is None or guess.record["record_digest"] != record["record_digest"]:
         return None
@@ -106,4 +107,4 @@ def verified(
     # chunk's instant): outside it, asking again yields what the tool would have.
     if result.issued_at_ms > now or now - result.issued_at_ms > ADMISSION_MAX_AGE_MS:
         return None
-    return result
+    return guess

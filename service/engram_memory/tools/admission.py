@@ -53,7 +53,7 @@ def admission_candidate(
     )
 
 
-def _decision_object(result: AdmissionResult) -> dict[str, JsonValue]:
+def decision_object(result: AdmissionResult) -> dict[str, JsonValue]:
     return with_digest(
         "admission-decision",
         {
@@ -196,10 +196,12 @@ def concluded(
     subject: AdmissionSubject,
     result: AdmissionResult,
     index: indexing.RecordIndex | None = None,
+    decision: dict[str, JsonValue] | None = None,
 ) -> AdmissionPlan:
     """The plan that follows the admission policy's `result` about `subject`: the decision
     kept, the forget guard applied, the accepted record's index entries. The bulk import
-    passes a result its worker asked for this very candidate (bulk/admission_guess.py)."""
+    passes a result its worker asked for this very candidate (bulk/admission_guess.py),
+    with its `decision_object`, made there too."""
     audit.decided(result.receipt)
     outcome = result.decision
     if outcome == "accept" and subject.guard_hit:
@@ -209,7 +211,9 @@ def concluded(
     prepared = None
     if outcome == "accept":
         prepared = indexing.record_index(ctx, subject.record) if index is None else index
-    return AdmissionPlan(mutation, subject, outcome, _decision_object(result), prepared)
+    if decision is None:
+        decision = decision_object(result)
+    return AdmissionPlan(mutation, subject, outcome, decision, prepared)
 
 
 def request_admission(
