@@ -226,7 +226,7 @@ class Importer:
             KeyStoreUnavailable: the orphan cannot be removed.
         """
         keys = self.services.keys
-        if not keys.path_for(ctx.scope_ref, item_id).exists():
+        if not keys.holds(ctx.scope_ref, item_id):
             return
         if key_intents.has_row(tx, ctx.scope_ref, item_id):
             raise ToolError(ErrorCode.MUTATION_OUTCOME_UNKNOWN, "item committed meanwhile")
@@ -394,9 +394,11 @@ class Importer:
         if index is not None:
             index = replace(index, record_id=str(subject.record["record_id"]))
         # The decision a worker asked at the cursor it guessed, if the capture landed there.
-        result = verified(prepared.guess, subject.record, self.services.clock_ms)
-        if result is not None:
-            return admission.concluded(ctx, audit, mutation, subject, result, index)
+        guess = verified(prepared.guess, subject.record, self.services.clock_ms)
+        if guess is not None:
+            return admission.concluded(
+                ctx, audit, mutation, subject, guess.result, index, guess.decision
+            )
         return admission.decide_with_facts(ctx, audit, mutation, subject, prepared.facts, index)
 
     def _refused(self, batch: _Batch, number: int, ctx: CallContext, failed: Refused) -> str:

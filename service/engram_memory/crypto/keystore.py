@@ -15,6 +15,7 @@ beside a live server) names the root key and each scope's epoch that new key fil
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -149,6 +150,18 @@ class KeyStore:
     def path_for(self, scope_ref: str, item_id: str) -> Path:
         name = self.file_name(scope_ref, item_id)
         return self.directory / name[:2] / name
+
+    def holds(self, scope_ref: str, item_id: str) -> bool:
+        """`path_for(...).exists()`, errors it ignores included, without its Path objects (a
+        quarter of the time: the bulk import asks it for every item it creates)."""
+        name = self.file_name(scope_ref, item_id)
+        try:
+            os.stat(os.path.join(self.directory, name[:2], name))
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+                return False
+            raise
+        return True
 
     # -- locks ---------------------------------------------------------------------------
 
