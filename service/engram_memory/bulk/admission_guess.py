@@ -37,6 +37,25 @@ from engram_memory.tools import admission, capture
 EVENTS_PER_LINE = 2
 
 
+class CursorGuesses:
+    """The capture cursors the importer hands out with the chunks (`LinePool.prepared`),
+    from the journal's head after the last line it placed."""
+
+    def __init__(self) -> None:
+        self.head = 0  # the journal's head after the last line placed
+        self._placed = 0  # lines placed so far
+
+    def placed(self, head: int) -> None:
+        """One more line placed; the journal's head is now `head`."""
+        self.head = head
+        self._placed += 1
+
+    def guess(self, ordinal: int) -> int:
+        """The cursor the capture of the line with `ordinal` lines before it takes if every
+        line from the next one to be placed until it writes both its events."""
+        return self.head + EVENTS_PER_LINE * (ordinal - self._placed) + 1
+
+
 @dataclass(frozen=True)
 class GuessedAdmission:
     """The record at the guessed capture `cursor`, and the policy's result about it."""
@@ -75,21 +94,24 @@ def guessed(
         result = ctx.services.decider.admission(ctx.subject, candidate, ctx.now_ms, facts)
     except (ToolError, ProtocolRefusal):
         return None
-    sealed = None
-    if result.decision == "accept":
-        key = new_data_key()
-        body = seal(key, canonical_json(dict(record)), ctx.scope_ref, str(record["record_id"]))
-        sealed = (key, body)
+    sealed = _sealed(ctx, record) if result.decision == "accept" else None
     return GuessedAdmission(cursor, record, result, admission.decision_object(result), sealed)
 
 
 def sealed_record(
-    guess: GuessedAdmission | None, record: dict[str, JsonValue]
-) -> tuple[bytes, bytes] | None:
-    """The (key, sealed body) of `record` a worker made, if it sealed this very record."""
+    ctx: CallContext, guess: GuessedAdmission | None, record: dict[str, JsonValue]
+) -> tuple[bytes, bytes]:
+    """`record` sealed under a new key, (key, sealed body): by the worker that guessed the
+    cursor it binds, if that worker sealed this very record, else now."""
     if guess is None or guess.sealed is None:
-        return None
-    return guess.sealed if guess.record["record_digest"] == record["record_digest"] else None
+        return _sealed(ctx, record)
+    same = guess.record["record_digest"] == record["record_digest"]
+    return guess.sealed if same else _sealed(ctx, record)
+
+
+def _sealed(ctx: CallContext, record: dict[str, JsonValue]) -> tuple[bytes, bytes]:
+    key = new_data_key()
+    return key, seal(key, canonical_json(dict(record)), ctx.scope_ref, str(record["record_id"]))
 
 
 def verified(

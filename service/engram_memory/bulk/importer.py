@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from engram_memory.bulk.admission_guess import EVENTS_PER_LINE, sealed_record, verified
+from engram_memory.bulk.admission_guess import CursorGuesses, sealed_record, verified
 from engram_memory.bulk.line_work import (
     ADMIT,
     CAPTURE,
@@ -54,7 +54,7 @@ from engram_memory.bulk.line_work import (
     upto,
 )
 from engram_memory.bulk.pool import LinePool, chunks, same_revision, setup_for
-from engram_memory.contract.canonical import JsonValue, canonical_json
+from engram_memory.contract.canonical import JsonValue
 from engram_memory.contract.errors import ErrorCode
 from engram_memory.contract.exceptions import (
     CommitOutcomeUnknown,
@@ -66,7 +66,6 @@ from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import AuditFacts, CallAudit
 from engram_memory.core.runtime import CallContext, Services
 from engram_memory.crypto.key_batch import store_item_keys
-from engram_memory.crypto.sealing import new_data_key, seal
 from engram_memory.store import bulk_reads, journal, key_intents, memory
 from engram_memory.store.batched_writes import BatchedWrites
 from engram_memory.store.transaction import Transaction
@@ -112,11 +111,8 @@ class Importer:
         # The importer's own line work: every line's when there are no workers, and the
         # admission of a line whose capture replayed another candidate.
         self.local = LineWork(services, binding, index_terms=services.search_index is None)
-        # The journal head after the last line placed, and how many lines were placed: the
-        # workers' cursor guesses start from them (`_guess`).
         self._scope = self._context(CAPTURE, "scope").scope_ref
-        self._head = 0
-        self._placed = 0
+        self._cursors = CursorGuesses()  # handed to the workers with the chunks
 
     def run(
         self, lines: Iterable[tuple[int, str]], total: int, batch_size: int, workers: int = 1
@@ -136,16 +132,10 @@ class Importer:
             return
         self.progress(f"import: {workers} worker processes prepare the lines")
         with self.services.database.reading(audit_complete=False) as tx:
-            self._head = journal.head(tx, self._scope)[0]
+            self._cursors.head = journal.head(tx, self._scope)[0]
         with LinePool(setup, workers) as pool:
-            prepared = pool.prepared(lines, self.services.clock_ms, self._guess)
+            prepared = pool.prepared(lines, self.services.clock_ms, self._cursors.guess)
             self._load(same_revision(prepared, self.services.decider), total, batch_size)
-
-    def _guess(self, ordinal: int) -> int:
-        """The cursor the capture of the line with `ordinal` lines before it will take if
-        every line from the next one to be placed until it writes both its events (the
-        usual case: captured, then accepted or rejected; bulk/admission_guess.py)."""
-        return self._head + EVENTS_PER_LINE * (ordinal - self._placed) + 1
 
     def _load(self, prepared: Iterable[PreparedLine], total: int, batch_size: int) -> None:
         started = time.monotonic()
@@ -171,8 +161,7 @@ class Importer:
                 self._look_ahead(tx, batch, lines)
                 for line in lines:
                     outcomes.append(self._line(tx, batch, line))
-                    self._head = journal.head(tx, self._scope)[0]
-                    self._placed += 1
+                    self._cursors.placed(journal.head(tx, self._scope)[0])
                 self._make_keys_durable(batch)
                 steps.write_audits(tx, batch.audits)
                 tx.flush()  # every row before the COMMIT
@@ -340,13 +329,7 @@ class Importer:
             record = decided.subject.record
             record_id = str(record["record_id"])
             self._clear_path(tx, ctx, record_id)
-            # Sealed by the worker that guessed the cursor this record binds, else here.
-            made = sealed_record(prepared.guess, record)
-            if made is None:
-                record_key = new_data_key()
-                sealed = self._seal(ctx, record_id, record_key, record)
-            else:
-                record_key, sealed = made
+            record_key, sealed = sealed_record(ctx, prepared.guess, record)
             batch.keys.append((record_id, record_key))
         output = admission.write(tx, ctx, audit, decided, sealed, decided.index)
         batch.written.add(decided.mutation.key_digest)
@@ -406,10 +389,6 @@ class Importer:
         batch.audits.append((ctx, failed.facts))
         self.progress(f"import: line {number} refused: {failed.outcome}")
         return failed.outcome
-
-    @staticmethod
-    def _seal(ctx: CallContext, item_id: str, data_key: bytes, body: dict[str, JsonValue]) -> bytes:
-        return seal(data_key, canonical_json(dict(body)), ctx.scope_ref, item_id)
 
 
 def _status(output: dict[str, JsonValue]) -> str:
