@@ -27,7 +27,9 @@ scan, classifiers, the decisions before the store is asked, sealing the candidat
 terms) is prepared by bulk/line_work.py, in worker processes when `workers` > 1
 (bulk/pool.py); this module takes each prepared line in input order and does what needs the
 store or the order: rate limits, idempotency lookups, cursors, records, the admission
-decision, chains and audit entries.
+decision, chains and audit entries. The workers also build each record and ask its
+admission decision at the capture cursor this module guesses for it: used only when the
+capture lands there (bulk/admission_guess.py), asked again here otherwise.
 """
 
 from __future__ import annotations

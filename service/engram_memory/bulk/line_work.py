@@ -13,7 +13,10 @@ What needs the store or the line order stays with the importer, in input order: 
 limits (counted where the tool counts them: `DeferredRateLimits` only notes what was asked),
 the idempotency lookups, the cursors, the record (its id and digest bind the capture
 cursor), the admission decision (its input names the record digest), the hash chains and
-the audit entries. A line's steps after the lookup are taken speculatively: when the lookup
+the audit entries. Given the cursor the importer guesses the capture will take, a worker
+also builds the record there and asks the admission policy about it
+(bulk/admission_guess.py); the importer uses both only if the capture lands there. A
+line's steps after the lookup are taken speculatively: when the lookup
 finds a stored result, the tool would not have taken them, so the importer keeps only the
 facts gathered up to the lookup (`upto`) and drops the rest; a receipt minted and dropped
 is never written anywhere.
