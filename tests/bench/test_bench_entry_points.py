@@ -111,6 +111,10 @@ def test_corpus_then_import_speed_then_search_store_tiny(tmp_path: Path) -> None
     assert json.loads(queries.read_text())
     run_bench("import_speed", "--corpus", str(corpus), "--batch", "10", "--out", str(tmp_path))
     _written(tmp_path, "import_speed")
+    split = json.loads(run_bench("import_cpu_split", "--corpus", str(corpus), "--batch", "10"))
+    assert (split["exit"], split["lines"]) == (0, 30)
+    assert split["writer_cpu_ms_per_line"] > 0
+    assert split["workers_cpu_ms_per_line"] > 0
     store = tmp_path / "store"
     record = json.loads(run_bench("search_store", "--records", "20", "--dir", str(store)))
     assert record["records"] == 20
