@@ -39,8 +39,8 @@ from engram_memory.contract.canonical import normalize
 from engram_memory.contract.digests import operation_digest
 from engram_memory.core import item_keys, steps
 from engram_memory.core.call_audit import CallAudit
+from engram_memory.core.index_loading import follow_store
 from engram_memory.core.runtime import CallContext, Services, ServiceSettings
-from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.confirmation import ConfirmationBinding, mint_confirmation

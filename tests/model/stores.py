@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from engram_memory.core.index_loading import follow_store
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import follow_store
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore
 from engram_memory.host.keys import HostKeyring

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from engram_memory.client.demo import demo_capture_arguments
+from engram_memory.core.index_loading import follow_store
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import SemanticSetup, follow_store
+from engram_memory.core.search_index import SemanticSetup
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KEYS_DIRECTORY, KeyStore

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from engram_memory.core.index_keeping import Built, Fingerprint, opened_index, sealed_index
+from engram_memory.core.index_loading import follow_store, semantic_keeping
 from engram_memory.core.index_reading import index_fingerprint
 from engram_memory.core.runtime import Services
-from engram_memory.core.search_index import SearchIndex, follow_store, semantic_keeping
+from engram_memory.core.search_index import SearchIndex
 from engram_memory.crypto.keys import RootKey
 from engram_memory.store import kept_index
 from engram_memory.store.database import Database

@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from engram_memory.core.index_loading import follow_store
 from engram_memory.core.runtime import Services
-from engram_memory.core.search_index import SearchIndex, follow_store
+from engram_memory.core.search_index import SearchIndex
 from engram_memory.store.index_changes import IndexChange, IndexCommits, RecordStateSet
 from tests.harness import Caller
 from tests.tools.test_tool_rules import accepted_record, forget, value

@@ -22,11 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engram_memory.core.index_loading import semantic_keeping
 from engram_memory.core.runtime import Services
-from engram_memory.core.search_index import (
-    SearchIndex,
-    semantic_keeping,
-)
+from engram_memory.core.search_index import SearchIndex
 from engram_memory.crypto.keys import RootKey
 from engram_memory.crypto.keystore import KeyStore
 from engram_memory.tools.dispatch import MemoryService

@@ -34,7 +34,8 @@ from engram_memory.contract.exceptions import (
 )
 from engram_memory.core.index_keeping import Built, opened_index, sealed_index
 from engram_memory.core.index_reading import index_fingerprint, indexed_scopes
-from engram_memory.core.search_index import STABLE_WAIT_S, SearchIndex
+from engram_memory.core.kept_vectors import VectorKeeping
+from engram_memory.core.search_index import STABLE_WAIT_S, SearchIndex, SemanticSetup
 from engram_memory.store import kept_index
 from engram_memory.store.database import Database
 from engram_memory.store.index_changes import IndexChange, IndexCommits
@@ -121,12 +122,6 @@ class BackgroundIndexLoad:
         """True while the index still follows every commit (an import detaches it: what it
         writes never reaches the index, which must then not be kept)."""
         return self._database.index_commits.followed_by(self._held)
-
-    def join(self, timeout: float) -> bool:
-        """Wait for the load (tests, benchmarks); False while it still runs."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self._thread is None or not self._thread.is_alive()
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -215,4 +210,39 @@ def keep_at_stop(database: Database, index: SearchIndex, key: bytes) -> None:
         "search index kept for the next start: %d bytes in %.1f s",
         len(sealed),
         time.monotonic() - started,
+    )
+
+
+def follow_store(database: Database, semantic: SemanticSetup | None = None) -> SearchIndex:
+    """A `SearchIndex` loaded from `database` and following its commits from now on, with
+    the semantic projections when `semantic` is given.
+
+    Raises:
+        StoreUnavailable / StoreCorrupt: the store could not be read (nothing follows).
+    """
+    index = SearchIndex(None if semantic is None else semantic_keeping(database, semantic))
+    started = time.monotonic()
+    while True:
+        sequence = database.index_commits.stable_sequence(STABLE_WAIT_S)
+        database.index_commits.follow(index)
+        with database.reading(audit_complete=False) as tx:
+            index.load(tx)
+        if sequence is not None and database.index_commits.sequence() == sequence:
+            break
+        database.index_commits.follow(None)  # a commit raced the load: load again
+    index.start_embedding()
+    scopes, records = index.size()
+    log.info(
+        "search index loaded: %d scope(s), %d record(s) in %.1f s",
+        scopes,
+        records,
+        time.monotonic() - started,
+    )
+    return index
+
+
+def semantic_keeping(database: Database, semantic: SemanticSetup) -> VectorKeeping:
+    """The kept vectors of `database` for the projections `semantic` sets up."""
+    return VectorKeeping(
+        database, semantic.model, semantic.open_body, semantic.scope_key, semantic.vector_key
     )

@@ -27,11 +27,11 @@ from engram_memory.contract.exceptions import (
 from engram_memory.core.checkpoints import CheckpointWriter, load_checkpoint_key
 from engram_memory.core.failpoints import pause_opening
 from engram_memory.core.forgotten import key_forgotten_rows
-from engram_memory.core.index_loading import keep_at_stop
+from engram_memory.core.index_loading import keep_at_stop, semantic_keeping
 from engram_memory.core.kept_vectors import VectorKeeping
 from engram_memory.core.key_recovery import orphan_grace_s, recover_key_directory
 from engram_memory.core.runtime import Services, ServiceSettings
-from engram_memory.core.search_index import SearchIndex, SemanticSetup, semantic_keeping
+from engram_memory.core.search_index import SearchIndex, SemanticSetup
 from engram_memory.core.semantic_index import body_opener
 from engram_memory.core.service_config import ServiceConfig
 from engram_memory.core.serving_threads import ServingThreads

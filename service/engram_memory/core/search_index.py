@@ -26,7 +26,6 @@ from engram_memory.search.embedding import EmbeddingModel, Vectors
 from engram_memory.search.index_ranking import RankedList, rank_in_index
 from engram_memory.search.scope_index import ScopeIndex
 from engram_memory.search.semantic_scope import rank_with_projections
-from engram_memory.store.database import Database
 from engram_memory.store.index_changes import (
     DocumentIndexed,
     DocumentPurged,
@@ -88,6 +87,7 @@ class SearchIndex:
         self._embedded = threading.Condition(self._lock)
         self._embedder: threading.Thread | None = None
         self._embedder_failed = False
+        self._embedding_stopped = False  # the store is closing: no batch is started any more
         self._scopes: dict[str, ScopeIndex] = {}
         self._usable = False
         self.rankings = 0  # lists ranked here rather than from the store (tests, benchmarks)
@@ -121,7 +121,12 @@ class SearchIndex:
 
     def _start_embedder(self) -> None:
         """Start the embedder thread when texts are queued and none runs (under the lock)."""
-        if self.semantic is None or not self.semantic.queued or self._embedder is not None:
+        if (
+            self.semantic is None
+            or not self.semantic.queued
+            or self._embedder is not None
+            or self._embedding_stopped
+        ):
             return
         self._embedder = threading.Thread(
             target=self._embed_queued, name="engram-semantic-embedder", daemon=True
@@ -140,6 +145,7 @@ class SearchIndex:
                     or keeping is None
                     or not semantic.queued
                     or self._embedder_failed
+                    or self._embedding_stopped
                 ):
                     self._embedder = None
                     self._embedded.notify_all()
@@ -368,42 +374,16 @@ class SearchIndex:
             embedder.join(timeout)
         return not (embedder is not None and embedder.is_alive())
 
+    def stop_embedding(self, timeout: float) -> None:
+        """Let the embedder finish (and keep) the batch in hand, then end: before the store
+        closes under it. Records still queued are embedded at the next start."""
+        with self._lock:
+            self._embedding_stopped = True
+            embedder = self._embedder
+        if embedder is not None:
+            embedder.join(timeout)
+
     def start_embedding(self) -> None:
         """Embed the records loaded without a kept vector (after the load: serving goes on)."""
         with self._lock:
             self._start_embedder()
-
-
-def follow_store(database: Database, semantic: SemanticSetup | None = None) -> SearchIndex:
-    """A `SearchIndex` loaded from `database` and following its commits from now on, with
-    the semantic projections when `semantic` is given.
-
-    Raises:
-        StoreUnavailable / StoreCorrupt: the store could not be read (nothing follows).
-    """
-    index = SearchIndex(None if semantic is None else semantic_keeping(database, semantic))
-    started = time.monotonic()
-    while True:
-        sequence = database.index_commits.stable_sequence(STABLE_WAIT_S)
-        database.index_commits.follow(index)
-        with database.reading(audit_complete=False) as tx:
-            index.load(tx)
-        if sequence is not None and database.index_commits.sequence() == sequence:
-            break
-        database.index_commits.follow(None)  # a commit raced the load: load again
-    index.start_embedding()
-    scopes, records = index.size()
-    log.info(
-        "search index loaded: %d scope(s), %d record(s) in %.1f s",
-        scopes,
-        records,
-        time.monotonic() - started,
-    )
-    return index
-
-
-def semantic_keeping(database: Database, semantic: SemanticSetup) -> VectorKeeping:
-    """The kept vectors of `database` for the projections `semantic` sets up."""
-    return VectorKeeping(
-        database, semantic.model, semantic.open_body, semantic.scope_key, semantic.vector_key
-    )

@@ -1,5 +1,6 @@
 """The work a start leaves to threads so that calls are served sooner, in the order that gets
-the first search answered soonest:
+the first search answered soonest (and, at a stop, the semantic embedder ended before the
+store closes under it):
 
 1. the search index loads (core/index_loading.py), started as soon as the store passed its
    checks, beside the key directory's settling (which reads key files, not index tables);
@@ -24,6 +25,10 @@ from engram_memory.store.database import Database
 
 log = logging.getLogger("engram_memory.opening")
 
+# How long a stop waits for the embedder's batch in hand (512 records embed in well under a
+# second; its vectors are then kept in the store).
+_EMBEDDER_STOP_S = 10.0
+
 
 class ServingThreads:
     """The index load, then the scans, of one served store; `stop` before it closes."""
@@ -36,7 +41,7 @@ class ServingThreads:
         search_index: SearchIndex,
         cache_mib: int,
     ) -> None:
-        self._database, self._cache_mib = database, cache_mib
+        self._database, self._cache_mib, self._search_index = database, cache_mib, search_index
         self._closing = threading.Event()
         # Damaged key files are reported while serving: a large store's scan takes seconds
         # a start must not wait for.
@@ -55,6 +60,7 @@ class ServingThreads:
         fail them); scans not started yet never start."""
         self._closing.set()
         self._index_load.stop()
+        self._search_index.stop_embedding(_EMBEDDER_STOP_S)
         self._integrity_scan.stop()
         self._key_scan.stop()
 
