@@ -270,8 +270,13 @@ class ScopeIndex:
             np.concatenate(([len(packed) > 0], term_ranks[1:] != term_ranks[:-1]))
         )
         ends = np.append(starts[1:], len(packed))
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            self.postings[terms[int(term_ranks[start])]] = array("q", packed[start:end].tobytes())
+        # One bytes object sliced per term (a term's array is made from its bytes): a numpy
+        # slice, scalar and `tobytes` per term cost ~0.4 s at 100k records.
+        blob, width = np.ascontiguousarray(packed, dtype=np.int64).tobytes(), 8
+        for rank, start, end in zip(
+            term_ranks[starts].tolist(), starts.tolist(), ends.tolist(), strict=True
+        ):
+            self.postings[terms[rank]] = array("q", blob[start * width : end * width])
         self._posting_counts = np.bincount(packed >> SLOT_SHIFT, minlength=size).tolist()
 
     def purge_document(self, record_id: str) -> None:

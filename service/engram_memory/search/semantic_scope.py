@@ -46,7 +46,9 @@ class SemanticScope:
         self._vectors = np.zeros((16, dimensions), dtype=np.float32)
         self._present = np.zeros(16, dtype=np.bool_)
         self._citations: dict[int, tuple[str, ...]] = {}
-        self._cited_by: dict[str, set[int]] = {}
+        # Slots by citation key, made from `_citations` when first needed (`_by_key`): a
+        # start holds 100k records' citations and builds it only for a change or a search.
+        self._cited_by: dict[str, set[int]] | None = {}
         self._edges: tuple[Int64s, Int64s, npt.NDArray[np.float64]] | None = None
         # Slots in record id order and each slot's rank in it, for the first `_ranked` slots
         # of the lexical index (slots are append-only and never change id).
@@ -82,9 +84,17 @@ class SemanticScope:
         for slot, keys in zip(slots, citations, strict=True):
             if keys:
                 self._citations[slot] = keys
-                for key in keys:
-                    self._cited_by.setdefault(key, set()).add(slot)
+        self._cited_by = None
         self._edges = None
+
+    def _by_key(self) -> dict[str, set[int]]:
+        if self._cited_by is None:
+            cited_by: dict[str, set[int]] = {}
+            for slot, keys in self._citations.items():
+                for key in keys:
+                    cited_by.setdefault(key, set()).add(slot)
+            self._cited_by = cited_by
+        return self._cited_by
 
     def set_citations(self, slot: int, citation_keys: Sequence[str]) -> None:
         """A record's keyed citations, replacing the slot's earlier citations and vector (its
@@ -93,8 +103,9 @@ class SemanticScope:
         self._grow(slot)
         keys = tuple(sorted(set(citation_keys)))
         self._citations[slot] = keys
+        cited_by = self._by_key()
         for key in keys:
-            self._cited_by.setdefault(key, set()).add(slot)
+            cited_by.setdefault(key, set()).add(slot)
         self._edges = None
 
     def set_vector(self, slot: int, vector: Floats32) -> None:
@@ -107,11 +118,12 @@ class SemanticScope:
         if slot < len(self._present) and self._present[slot]:
             self._vectors[slot] = 0.0
             self._present[slot] = False
+        cited_by = self._by_key()
         for key in self._citations.pop(slot, ()):
-            members = self._cited_by[key]
+            members = cited_by[key]
             members.discard(slot)
             if not members:
-                del self._cited_by[key]
+                del cited_by[key]
         self._edges = None
 
     def id_order(self, lexical: ScopeIndex, slots: Int64s) -> Int64s:
@@ -174,7 +186,7 @@ class SemanticScope:
     def _all_edges(self) -> tuple[Int64s, Int64s, npt.NDArray[np.float64]]:
         if self._edges is None:
             weights: dict[tuple[int, int], float] = {}
-            for members in self._cited_by.values():
+            for members in self._by_key().values():
                 if len(members) < 2 or len(members) > MAX_SHARED_CITATION:
                     continue
                 ordered = sorted(members)
