@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -41,8 +40,6 @@ from engram_memory.search.columns import SLOT_SHIFT
 from engram_memory.search.embedding import EmbeddingModel
 from engram_memory.search.scope_index import ScopeIndex
 from engram_memory.search.semantic_scope import SemanticScope
-
-log = logging.getLogger("engram_memory.search_index")
 
 FORMAT = 1
 _LOW_BITS = (1 << SLOT_SHIFT) - 1
@@ -78,17 +75,17 @@ def sealed_index(
             with a separator in it, an array of objects): the index is simply not kept.
     """
     arrays: dict[str, npt.NDArray[Any]] = {}
+    held: dict[tuple[str, str], int] = {}
     scope_refs = sorted(scopes)
     for number, scope_ref in enumerate(scope_refs):
         vectors = None
         if semantic is not None:  # a scope with no vector yet still says so: none
             vectors = semantic.scopes.get(scope_ref) or SemanticScope(semantic.model.dimensions)
-        _export_scope(arrays, f"{number}.", scopes[scope_ref], vectors)
+        prefix = f"{number}."
+        _export_scope(arrays, prefix, scopes[scope_ref], vectors)
+        held[("documents", scope_ref)] = len(arrays[prefix + "ids"])
+        held[("postings", scope_ref)] = len(arrays[prefix + "packed"])
     counted = {(part, scope_ref): n for part, scope_ref, n, _ in fingerprint}
-    held = {}
-    for number, scope_ref in enumerate(scope_refs):
-        held[("documents", scope_ref)] = len(arrays[f"{number}.ids"])
-        held[("postings", scope_ref)] = len(arrays[f"{number}.packed"])
     if {k: n for k, n in held.items() if n} != {k: n for k, n in counted.items() if n}:
         raise IndexInconsistent("the index does not hold what the store counts: not kept")
     manifest = {
@@ -134,16 +131,15 @@ def _built(
         scope = scopes[scope_ref] = _import_scope(arrays, prefix)
         if semantic is None:
             continue
-        slots: list[int] = []
+        slots: list[int] = []  # kept without a model: every record is embedded again
+        vectors: npt.NDArray[Any] = np.zeros((0, semantic.model.dimensions), dtype=np.float32)
+        citations: list[tuple[str, ...]] = []
         if manifest["semantic"]:
             slots = arrays[prefix + "vector_slots"].tolist()
+            vectors = arrays[prefix + "vectors"]
             lines = _untext(arrays[prefix + "citations"]).split("\n")
             citations = [tuple(line.split()) for line in lines][: len(slots)]
-            semantic.scope(scope_ref).load(slots, arrays[prefix + "vectors"], citations)
-        has_vector = set(slots)
-        for slot, record_id in enumerate(scope.record_ids):
-            if slot not in has_vector:
-                semantic.unembedded(scope_ref, slot, record_id)
+        semantic.load_scope(scope_ref, scope.record_ids, slots, vectors, citations)
     return scopes, semantic
 
 
@@ -165,20 +161,21 @@ def _export_scope(
     columns_of_terms = [np.array(scope.postings[term], dtype=np.int64) for term in terms]
     packed = np.concatenate(columns_of_terms or [np.zeros(0, dtype=np.int64)])
     counts = np.array([len(column) for column in columns_of_terms], dtype=np.int64)
-    if len(order) != len(columns.ids):  # purged documents' postings dropped
+    purged = len(order) != len(columns.ids)
+    in_slot_order = bool(np.all(order[1:] > order[:-1]))
+    if purged:  # purged documents' postings dropped
         ends = np.cumsum(counts, dtype=np.int64)
         live = columns.indexed[packed >> SLOT_SHIFT]
         live_before = np.concatenate(([0], np.cumsum(live, dtype=np.int64)))
         counts = live_before[ends] - live_before[ends - counts]
         packed = packed[live]
-    if not bool(np.all(order[1:] > order[:-1])):
-        # Slots renumbered out of their order (accepts out of slot order): each term's
-        # postings sorted by (slot, field) again, as a load from the store has them.
+    if purged or not in_slot_order:  # slots numbered as a load from the store numbers them
+        packed = (renumbered[packed >> SLOT_SHIFT] << SLOT_SHIFT) | (packed & _LOW_BITS)
+    if not in_slot_order:
+        # Accepts out of slot order: each term's postings sorted by (slot, field) again, as
+        # a load from the store has them (dropping purged slots alone keeps the order).
         ranks = np.repeat(np.arange(len(terms), dtype=np.int64), counts)
-        packed = (renumbered[packed >> SLOT_SHIFT] << SLOT_SHIFT) | (packed & _LOW_BITS)
         packed = packed[np.lexsort((packed, ranks))]
-    elif len(order) != len(columns.ids):  # purged slots dropped: the order is kept
-        packed = (renumbered[packed >> SLOT_SHIFT] << SLOT_SHIFT) | (packed & _LOW_BITS)
     terms_text = "\n".join(terms)
     if terms_text.count("\n") != max(len(terms) - 1, 0):
         raise IndexInconsistent("a term holds a line break: not kept")

@@ -5,9 +5,9 @@ which a start used to wait for. `serve` now answers calls at once and builds the
 thread of its own:
 
 - the index is built from one read snapshot, beside the index searches use, which stays
-  unusable meanwhile: a lexical search takes the exact store path (tools/search_paths.py;
-  the same list, more slowly), a semantic one waits for the load (up to EMBED_WAIT_S, then
-  RANKING_UNAVAILABLE, retriable), as it waits for the embedder;
+  unusable meanwhile: a search waits for the load (core/search_index.py), a lexical one up
+  to LOAD_WAIT_S, then it takes the exact store path (tools/search_paths.py: the same list,
+  more slowly), a semantic one up to EMBED_WAIT_S, then RANKING_UNAVAILABLE (retriable);
 - commits keep running. Their index changes are held by `_HeldChanges`, each tagged with
   the commit's index sequence (odd while it commits: store/index_changes.py's IndexCommits),
   and handed over with the built index: those of commits that ended after the snapshot

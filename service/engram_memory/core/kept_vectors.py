@@ -86,11 +86,7 @@ class VectorKeeping:
                 vectors.append(vector)
                 citations.append(tuple(keys.split()))
             stacked = np.stack(vectors) if vectors else np.zeros((0, dimensions), np.float32)
-            projection.scope(scope_ref).load(slots, stacked, citations)
-            has_vector = set(slots)
-            for slot, record_id in enumerate(index.record_ids):
-                if slot not in has_vector:
-                    projection.unembedded(scope_ref, slot, record_id)
+            projection.load_scope(scope_ref, index.record_ids, slots, stacked, citations)
         if unopened:
             log.warning("semantic index: %d kept vector(s) did not open; embedded again", unopened)
         if projection.queued:

@@ -116,6 +116,23 @@ class SemanticProjection:
         self.queued.pop(key, None)
         self.queued[key] = Pending(change.record_id, change.text, change.citation_keys)
 
+    def load_scope(
+        self,
+        scope_ref: str,
+        record_ids: Sequence[str],
+        slots: Sequence[int],
+        vectors: Vectors,
+        citations: Sequence[tuple[str, ...]],
+    ) -> None:
+        """A scope's kept vectors at open (from the store or a kept index): `slots` get
+        their vectors and citations, every other record of `record_ids` (by slot) is queued
+        for the embedder, its body opened after serving started."""
+        self.scope(scope_ref).load(slots, vectors, citations)
+        has_vector = set(slots)
+        for slot, record_id in enumerate(record_ids):
+            if slot not in has_vector:
+                self.unembedded(scope_ref, slot, record_id)
+
     def unembedded(self, scope_ref: str, slot: int, record_id: str) -> None:
         """An indexed record without a kept vector: its body is opened by the embedder."""
         self.queued[(scope_ref, slot)] = Pending(record_id, None, None)
