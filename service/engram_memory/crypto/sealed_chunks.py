@@ -31,7 +31,7 @@ def seal(key: bytes, binding: bytes, payload: bytes | memoryview) -> bytes:
     for number in range(count):
         chunk = view[number * CHUNK_BYTES : (number + 1) * CHUNK_BYTES]
         sealed = aead.encrypt(
-            prefix + struct.pack(">I", number), bytes(chunk), _aad(binding, number, count)
+            prefix + struct.pack(">I", number), chunk, _aad(binding, number, count)
         )
         parts += [struct.pack(">I", len(sealed)), sealed]
     return b"".join(parts)
@@ -59,7 +59,7 @@ def open_sealed(key: bytes, binding: bytes, blob: bytes) -> bytes | None:
             parts.append(
                 aead.decrypt(
                     prefix + struct.pack(">I", number),
-                    bytes(view[at : at + length]),
+                    view[at : at + length],
                     _aad(binding, number, count),
                 )
             )
